@@ -1,0 +1,57 @@
+"""Write outputs so that a reader never sees a half-written file or folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from lowerkit.cli.errors import UsageError
+
+
+def check_writable(path: Path) -> None:
+    """Fail early, before any lowering work, when `path` cannot be written."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"output path '{path}' is a directory; give a file name such as '{path / 'model.pte'}'")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write '{path}': folder '{parent}' does not exist (create it first)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write '{path}': folder '{parent}' is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"cannot write '{path}': the file exists and is read-only")
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (temporary file in the same folder, then rename)."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_directory(path: Path, fill: Callable[[Path], None]) -> None:
+    """Build a folder with `fill(tmp)` and move it to `path` in one rename, replacing any old one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        fill(staging)
+        if path.exists():
+            retired = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+            os.replace(path, retired / path.name)
+            os.replace(staging, path)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

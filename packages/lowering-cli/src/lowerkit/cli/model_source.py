@@ -1,0 +1,119 @@
+"""Resolve the MODEL argument: `zoo:NAME`, a `.pt2` file, or `package.module:factory`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from lowerkit import zoo
+from lowerkit.cli.errors import UsageError
+
+Inputs = tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model to lower: an eager module or an exported program, with example inputs."""
+
+    name: str
+    example_inputs: Inputs
+    module: torch.nn.Module | None = None
+    exported: torch.export.ExportedProgram | None = None
+    #: Deterministic calibration batches, when the source knows how to make them.
+    sampler: Callable[[int], list[Inputs]] | None = None
+
+    def export(self) -> torch.export.ExportedProgram:
+        """The model as an ExportedProgram (exported now when given as a module)."""
+        if self.exported is not None:
+            return self.exported
+        assert self.module is not None
+        return torch.export.export(self.module, self.example_inputs)
+
+    def eager(self) -> torch.nn.Module:
+        """A callable module: the eager one, or the exported program's module."""
+        if self.module is not None:
+            return self.module
+        assert self.exported is not None
+        return self.exported.module()
+
+
+def load(spec: str) -> ModelSource:
+    """Turn a MODEL argument into a ModelSource; a UsageError says what was wrong."""
+    if spec.startswith("zoo:"):
+        return _from_zoo(spec.removeprefix("zoo:"))
+    if spec.endswith(".pt2") or Path(spec).exists():
+        return _from_pt2(Path(spec))
+    if ":" in spec:
+        return _from_factory(spec)
+    raise UsageError(
+        f"cannot tell what model '{spec}' is: use zoo:NAME (see 'lowerkit zoo'), "
+        "a .pt2 file saved with torch.export.save, or package.module:factory"
+    )
+
+
+def _from_zoo(name: str) -> ModelSource:
+    try:
+        entry = zoo.get(name)
+    except KeyError as error:
+        raise UsageError(str(error.args[0])) from None
+    return ModelSource(
+        name=entry.name,
+        example_inputs=entry.example_inputs(),
+        module=entry.module(),
+        sampler=lambda count: entry.calibration(count),
+    )
+
+
+def _from_pt2(path: Path) -> ModelSource:
+    if not path.is_file():
+        raise UsageError(f"model file '{path}' does not exist")
+    try:
+        exported = torch.export.load(str(path))
+    except Exception as error:  # torch raises many types for a bad archive
+        raise UsageError(
+            f"'{path}' is not a readable torch.export archive ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else 'no detail'}); save one with torch.export.save"
+        ) from None
+    inputs = exported.example_inputs
+    if inputs is None:
+        raise UsageError(
+            f"'{path}' holds no example inputs; export with example inputs and save it again"
+        )
+    args, kwargs = inputs
+    if kwargs:
+        raise UsageError(f"'{path}' takes keyword inputs, which lowerkit does not support yet")
+    return ModelSource(name=path.stem, example_inputs=tuple(args), exported=exported)
+
+
+def _from_factory(spec: str) -> ModelSource:
+    module_name, _, attribute = spec.partition(":")
+    try:
+        namespace = importlib.import_module(module_name)
+    except Exception as error:
+        raise UsageError(
+            f"cannot import '{module_name}' for model '{spec}': {type(error).__name__}: {error}"
+        ) from None
+    factory = getattr(namespace, attribute, None)
+    if not callable(factory):
+        raise UsageError(f"'{module_name}' has no callable '{attribute}' (model '{spec}')")
+    try:
+        made = factory()
+    except Exception as error:
+        raise UsageError(f"'{spec}' raised {type(error).__name__}: {error}") from None
+    if (
+        not isinstance(made, tuple)
+        or len(made) != 2
+        or not isinstance(made[0], torch.nn.Module)
+        or not isinstance(made[1], tuple)
+        or not all(isinstance(t, torch.Tensor) for t in made[1])
+    ):
+        raise UsageError(
+            f"'{spec}' must return (torch.nn.Module, tuple of example input tensors), "
+            f"got {type(made).__name__}"
+        )
+    module, example_inputs = made
+    return ModelSource(name=attribute, example_inputs=example_inputs, module=module.eval())

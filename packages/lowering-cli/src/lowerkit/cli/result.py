@@ -1,0 +1,27 @@
+"""What a lowering produces, whatever the backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowerkit.cli.targets import Target
+
+
+@dataclass
+class Lowered:
+    """A lowered program and what is worth reporting about it."""
+
+    model: str
+    target: Target
+    pte: bytes
+    #: Wall seconds per step.
+    seconds: dict[str, float] = field(default_factory=dict)
+    #: TOSA flatbuffers by name (Arm targets).
+    tosa: dict[str, bytes] = field(default_factory=dict)
+    #: Per-pass profile rows of the backend pass pipeline, where there is one.
+    passes: list[dict[str, Any]] = field(default_factory=list)
+    #: Ops left on the CPU (not delegated).
+    cpu_ops: list[str] = field(default_factory=list)
+    #: Warnings for the user.
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,125 @@
+"""The zoo's registry: a name for each model, its factory and its inputs."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from lowerkit.zoo import cnn, transformer
+
+Inputs = tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """A zoo entry: builds a fresh eval-mode module with seeded random weights."""
+
+    name: str
+    description: str
+    build_module: Callable[[], torch.nn.Module] = field(repr=False)
+    make_inputs: Callable[[torch.Generator], Inputs] = field(repr=False)
+    #: Backend families the model is meant for ("coreml", "arm").
+    backends: tuple[str, ...] = ("coreml", "arm")
+    seed: int = 0
+
+    def module(self) -> torch.nn.Module:
+        """A new instance in eval mode; the same weights every call."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            return self.build_module().eval()
+
+    def example_inputs(self) -> Inputs:
+        """One deterministic batch of inputs."""
+        return self.make_inputs(torch.Generator().manual_seed(self.seed))
+
+    def calibration(self, count: int = 8, seed: int = 1) -> list[Inputs]:
+        """`count` deterministic input batches for calibrating quantization."""
+        generator = torch.Generator().manual_seed(seed)
+        return [self.make_inputs(generator) for _ in range(count)]
+
+    def parameter_count(self) -> int:
+        """Number of parameters, tied tensors counted once."""
+        return sum(p.numel() for p in self.module().parameters())
+
+
+def _image(shape: tuple[int, ...]) -> Callable[[torch.Generator], Inputs]:
+    def make(generator: torch.Generator) -> Inputs:
+        return (torch.rand(shape, generator=generator) * 2 - 1,)
+
+    return make
+
+
+def _tokens(vocab: int, length: int) -> Callable[[torch.Generator], Inputs]:
+    def make(generator: torch.Generator) -> Inputs:
+        return (torch.randint(0, vocab, (1, length), generator=generator),)
+
+    return make
+
+
+_MODELS: dict[str, ZooModel] = {
+    m.name: m
+    for m in (
+        ZooModel(
+            "conv_linear",
+            "Conv2d + ReLU + pooling + Linear: the smallest useful model",
+            cnn.ConvLinear,
+            _image((1, 3, 16, 16)),
+        ),
+        ZooModel(
+            "cnn9_layernorm",
+            "9-conv CNN with channel LayerNorm (~50K parameters)",
+            cnn.Cnn9LayerNorm,
+            _image((1, 3, 32, 32)),
+        ),
+        ZooModel(
+            "resnet8",
+            "ResNet8, MLPerf Tiny image classification (CIFAR-10 shape)",
+            cnn.ResNet8,
+            _image((1, 3, 32, 32)),
+        ),
+        ZooModel(
+            "mobilenet_v1_025",
+            "MobileNetV1 alpha 0.25, MLPerf Tiny visual wake words (96x96)",
+            cnn.MobileNetV1,
+            _image((1, 3, 96, 96)),
+        ),
+        ZooModel(
+            "ds_cnn",
+            "DS-CNN small, MLPerf Tiny keyword spotting (49x10 MFCC)",
+            cnn.DsCnn,
+            _image((1, 1, 49, 10)),
+        ),
+        ZooModel(
+            "tiny_lm",
+            "2-layer transformer LM whose embedding table is tied to its output head",
+            transformer.TinyLM,
+            _tokens(transformer.VOCAB_SIZE, transformer.CONTEXT),
+            backends=("coreml",),
+        ),
+    )
+}
+
+
+def names() -> list[str]:
+    """All zoo model names, in a stable order."""
+    return list(_MODELS)
+
+
+def models() -> list[ZooModel]:
+    """All zoo models, in a stable order."""
+    return list(_MODELS.values())
+
+
+def get(name: str) -> ZooModel:
+    """The zoo model called `name`; a KeyError naming the valid ones otherwise."""
+    try:
+        return _MODELS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _MODELS, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise KeyError(
+            f"unknown zoo model '{name}'.{hint} Valid names: {', '.join(_MODELS)}"
+        ) from None

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: lowerkit against upstream, in one run."""
