@@ -38,5 +38,5 @@ def test_tiny_lm_ties_embedding_to_head():
 
 
 def test_unknown_name_suggests_and_lists():
-    with pytest.raises(KeyError, match="Did you mean 'resnet8'.*Valid names"):
+    with pytest.raises(KeyError, match=r"Did you mean 'resnet8'.*Valid names"):
         zoo.get("resnet9")

@@ -37,23 +37,23 @@ def targets_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def zoo_command(as_json: bool) -> None:
     """List the built-in models (use them as zoo:NAME)."""
-    rows = [
-        {
-            "name": m.name,
-            "parameters": m.parameter_count(),
-            "inputs": [list(t.shape) for t in m.example_inputs()],
-            "backends": list(m.backends),
-            "description": m.description,
-        }
-        for m in zoo.models()
-    ]
     if as_json:
+        rows = [
+            {
+                "name": m.name,
+                "parameters": m.parameter_count(),
+                "inputs": [list(t.shape) for t in m.example_inputs()],
+                "backends": list(m.backends),
+                "description": m.description,
+            }
+            for m in zoo.models()
+        ]
         click.echo(json.dumps(rows, indent=2))
         return
-    for row in rows:
+    for m in zoo.models():
         click.echo(
-            f"zoo:{row['name']:<18} {row['parameters']:>8} params  "
-            f"{'/'.join(row['backends']):<11} {row['description']}"
+            f"zoo:{m.name:<18} {m.parameter_count():>8} params  "
+            f"{'/'.join(m.backends):<11} {m.description}"
         )
 
 

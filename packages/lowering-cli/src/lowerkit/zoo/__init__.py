@@ -4,6 +4,6 @@ Every model comes with example inputs and a calibration sampler, so that the dem
 the benchmarks and the cross-package tests can lower it without downloads.
 """
 
-from lowerkit.zoo.registry import ZooModel, get, names, models
+from lowerkit.zoo.registry import ZooModel, get, models, names
 
 __all__ = ["ZooModel", "get", "models", "names"]
