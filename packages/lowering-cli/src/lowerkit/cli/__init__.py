@@ -1,5 +1,5 @@
 """lowerkit's command line: `lowerkit lower`, `targets`, `zoo`, `inspect`, `demo`."""
 
-from lowerkit.cli.app import main, run
+from lowerkit.cli.entry import run
 
-__all__ = ["main", "run"]
+__all__ = ["run"]

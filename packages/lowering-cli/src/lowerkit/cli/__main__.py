@@ -1,6 +1,6 @@
 """`python -m lowerkit.cli`."""
 
-from lowerkit.cli.app import run
+from lowerkit.cli.entry import run
 
 if __name__ == "__main__":
     run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import click
 
 from lowerkit import zoo
 from lowerkit.cli import atomic, calibration, inspect_pte, model_source, targets
-from lowerkit.cli.errors import CliError, UsageError
+from lowerkit.cli.errors import CliError, LoweringError, UsageError
 from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
 
@@ -156,7 +157,18 @@ def _lower(
     steps = Steps.for_terminal(quiet=quiet)
     from lowerkit.cli import coreml
 
-    lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
+    try:
+        lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
+    except CliError:
+        raise
+    except Exception as error:
+        if os.environ.get("LOWERKIT_DEBUG"):
+            raise
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no detail"
+        raise LoweringError(
+            f"lowering {source.name} to {target.name} failed: {type(error).__name__}: {detail} "
+            "(set LOWERKIT_DEBUG=1 for the traceback)"
+        ) from error
     lowered.warnings.extend(warnings)
     return lowered
 
@@ -184,19 +196,17 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
     }
 
 
-def run() -> None:
-    """Entry point: run the CLI, turning user errors into one line and an exit code."""
+def run_app(argv: list[str] | None = None) -> None:
+    """Run the CLI, turning user errors into one line and an exit code."""
     try:
-        main(standalone_mode=False)
+        main(args=argv, standalone_mode=False)
     except CliError as error:
         click.echo(f"lowerkit: error: {error}", err=True)
         sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        click.echo("lowerkit: interrupted; nothing was written", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("lowerkit: interrupted; no output was written", err=True)
         sys.exit(130)
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
-    except KeyboardInterrupt:
-        click.echo("lowerkit: interrupted; nothing was written", err=True)
-        sys.exit(130)
+    sys.exit(0)

@@ -18,8 +18,12 @@ def check_writable(path: Path) -> None:
         raise UsageError(f"output path '{path}' is a directory; give a file name such as '{path / 'model.pte'}'")
     if not parent.is_dir():
         raise UsageError(f"cannot write '{path}': folder '{parent}' does not exist (create it first)")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write '{path}': folder '{parent}' is not writable")
+    try:  # A real probe: permission bits say nothing for root, or on read-only file systems.
+        descriptor, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as error:
+        raise UsageError(f"cannot write '{path}': {error.strerror or error}") from None
+    os.close(descriptor)
+    os.unlink(probe)
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"cannot write '{path}': the file exists and is read-only")
 

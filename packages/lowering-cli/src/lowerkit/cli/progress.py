@@ -38,3 +38,4 @@ class Steps:
             self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
             if self._show and elapsed >= 1.0:
                 self._console.print(f"[green]✓[/] {name} ({elapsed:.1f} s)")
+
