@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,8 @@ from typing import Any
 import click
 
 from lowerkit import zoo
-from lowerkit.cli import atomic, calibration, inspect_pte, model_source, targets
+from lowerkit.cli import atomic, inspect_pte, lowering, model_source, targets
+from lowerkit.cli import verify as verify_module
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
 from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
@@ -64,7 +64,10 @@ def zoo_command(as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="The .pte to write.")
 @click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
 @click.option("--coreml-passes", help="Core ML MIL pass names, comma-separated, or @FILE (one per line).")
+@click.option("--mlpackage", type=click.Path(path_type=Path), help="Also write the Core ML model package here.")
+@click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
+@click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 def lower_command(
@@ -73,21 +76,46 @@ def lower_command(
     output: Path,
     calibration: Path | None,
     coreml_passes: str | None,
+    mlpackage: Path | None,
+    tosa_dir: Path | None,
     report: Path | None,
+    verify: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, FILE.pt2 or package.module:factory) to a .pte."""
     target = targets.get(target_name)
-    atomic.check_writable(output)
-    if report is not None:
-        atomic.check_writable(report)
+    for path in (output, report):
+        if path is not None:
+            atomic.check_writable(path)
+    if mlpackage is not None and target.backend != "coreml":
+        raise UsageError(f"--mlpackage applies to Core ML targets, not '{target.name}'")
+    if tosa_dir is not None and target.backend != "arm":
+        raise UsageError(f"--tosa-dir applies to Arm targets, not '{target.name}'")
     pass_names = _pass_names(coreml_passes) if coreml_passes else None
-    if pass_names is not None and target.backend != "coreml":
-        raise UsageError(f"--coreml-passes applies to Core ML targets, not '{target.name}'")
+    if pass_names is not None:
+        if target.backend != "coreml":
+            raise UsageError(f"--coreml-passes applies to Core ML targets, not '{target.name}'")
+        from lowerkit.cli.coreml import compile_options
+
+        compile_options(target, pass_names)  # validates the names before any work
     source = model_source.load(model)
-    lowered = _lower(source, target, calibration, pass_names, quiet=quiet)
+    steps = Steps.for_terminal(quiet=quiet)
+    lowered = lowering.lower(
+        source, target, calibration_path=calibration, pass_names=pass_names, verify=verify, steps=steps
+    )
     atomic.write_bytes(output, lowered.pte)
+    if mlpackage is not None:
+        from lowerkit.cli.coreml_payload import write_mlpackage
+
+        payloads = [p for backend, p in inspect_pte.payloads(lowered.pte) if backend == "CoreMLBackend"]
+        if len(payloads) != 1:
+            raise LoweringError(f"--mlpackage needs exactly one Core ML delegate, the program has {len(payloads)}")
+        write_mlpackage(payloads[0], mlpackage)
+    if tosa_dir is not None:
+        tosa_dir.mkdir(parents=True, exist_ok=True)
+        for name, flatbuffer in lowered.tosa.items():
+            atomic.write_bytes(tosa_dir / name, flatbuffer)
     summary = _summary(lowered, output)
     if report is not None:
         atomic.write_bytes(report, (json.dumps(summary, indent=2) + "\n").encode())
@@ -95,8 +123,22 @@ def lower_command(
         click.echo(f"warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
-    else:
-        click.echo(f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s")
+        return
+    click.echo(
+        f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s"
+    )
+    if lowered.verification:
+        click.echo(f"verify: {_verification_line(lowered.verification)}")
+
+
+def _verification_line(check: dict[str, Any]) -> str:
+    parts = [f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}" for key, value in check.items() if key not in ("note", "compared")]
+    text = ", ".join(parts) if parts else "nothing to compare"
+    if "compared" in check:
+        text += f" ({check['compared']})"
+    if "note" in check:
+        text += f". {check['note']}"
+    return text
 
 
 @main.command("inspect")
@@ -120,57 +162,40 @@ def inspect_command(pte: Path, as_json: bool) -> None:
 @click.option("-o", "--output-dir", type=click.Path(path_type=Path), default=Path("lowerkit-demo"), show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 def demo_command(output_dir: Path, quiet: bool) -> None:
-    """Lower zoo models to several targets and print a table of time and size."""
+    """Lower zoo models to several targets, verify them, and print time, size and checks."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    click.echo(f"{'model':<18} {'target':<18} {'seconds':>8} {'bytes':>10}  {'delegates':<22} verify")
     for model_name, target_name in DEMO_RUNS:
         target = targets.get(target_name)
         source = model_source.load(f"zoo:{model_name}")
-        lowered = _lower(source, target, None, None, quiet=quiet)
+        steps = Steps.for_terminal(quiet=quiet)
+        lowered = lowering.lower(source, target, verify=True, steps=steps)
         path = output_dir / f"{model_name}.{target_name}.pte"
         atomic.write_bytes(path, lowered.pte)
-        delegates = inspect_pte.summarize(path).methods[0].delegates
-        rows.append((model_name, target_name, sum(lowered.seconds.values()), len(lowered.pte), len(delegates)))
-    click.echo(f"{'model':<18} {'target':<18} {'seconds':>8} {'bytes':>10} {'delegates':>9}")
-    for model_name, target_name, seconds, size, delegates_count in rows:
-        click.echo(f"{model_name:<18} {target_name:<18} {seconds:>8.1f} {size:>10,} {delegates_count:>9}")
-    click.echo(f"wrote {len(rows)} programs to {output_dir}/")
+        delegates = ", ".join(d.backend_id for d in inspect_pte.summarize(path).methods[0].delegates)
+        click.echo(
+            f"{model_name:<18} {target_name:<18} {sum(lowered.seconds.values()):>8.1f} "
+            f"{len(lowered.pte):>10,}  {delegates or 'none':<22} {_short_verification(lowered.verification)}"
+        )
+    click.echo(f"wrote {len(DEMO_RUNS)} programs to {output_dir}/ (inspect them with 'lowerkit inspect')")
+    click.echo(verify_module.COREML_CANNOT_RUN + ".")
 
 
+#: (zoo model, target) pairs the demo lowers: each backend family and quantization style once.
 DEMO_RUNS: list[tuple[str, str]] = [
     ("conv_linear", "coreml"),
-    ("resnet8", "coreml"),
-    ("tiny_lm", "coreml-w8"),
+    ("resnet8", "coreml-int8"),
+    ("tiny_lm", "coreml-w4"),
+    ("ds_cnn", "tosa-int"),
+    ("cnn9_layernorm", "ethos-u55-128"),
 ]
 
 
-def _lower(
-    source: model_source.ModelSource,
-    target: targets.Target,
-    calibration_path: Path | None,
-    pass_names: list[str] | None,
-    *,
-    quiet: bool,
-) -> Lowered:
-    warnings: list[str] = []
-    batches = calibration.load(calibration_path, source, warn=warnings) if target.calibrates else []
-    steps = Steps.for_terminal(quiet=quiet)
-    from lowerkit.cli import coreml
-
-    try:
-        lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
-    except CliError:
-        raise
-    except Exception as error:
-        if os.environ.get("LOWERKIT_DEBUG"):
-            raise
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no detail"
-        raise LoweringError(
-            f"lowering {source.name} to {target.name} failed: {type(error).__name__}: {detail} "
-            "(set LOWERKIT_DEBUG=1 for the traceback)"
-        ) from error
-    lowered.warnings.extend(warnings)
-    return lowered
+def _short_verification(check: dict[str, Any]) -> str:
+    for key, label in (("sqnr_db", "SQNR"), ("output_sqnr_db", "output SQNR"), ("weight_sqnr_db", "weight SQNR")):
+        if isinstance(check.get(key), float):
+            return f"{label} {check[key]:.1f} dB"
+    return "no quantization to check"
 
 
 def _pass_names(value: str) -> list[str]:
@@ -190,8 +215,10 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "output": str(output),
         "pte_bytes": len(lowered.pte),
         "seconds": lowered.seconds,
+        "tosa_bytes": {name: len(data) for name, data in lowered.tosa.items()},
         "passes": lowered.passes,
         "cpu_ops": lowered.cpu_ops,
+        "verification": lowered.verification,
         "warnings": lowered.warnings,
     }
 

@@ -1,14 +1,20 @@
-"""Lower to ExecuTorch with the Core ML delegate."""
+"""Lower to ExecuTorch with the Core ML delegate, through lowerkit's Core ML packages."""
 
 from __future__ import annotations
 
-import coremltools as ct
+import copy
+from typing import TYPE_CHECKING
+
 import torch
 
+from lowerkit.cli.errors import UsageError
 from lowerkit.cli.model_source import Inputs, ModelSource
 from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
 from lowerkit.cli.targets import Target
+
+if TYPE_CHECKING:
+    from lowerkit.coreml_preprocess import CoreMLCompileOptions
 
 _WEIGHT_CONFIGS: dict[str, dict[str, object]] = {
     "coreml-w8": {"mode": "linear_symmetric", "dtype": "int8", "granularity": "per_channel"},
@@ -19,6 +25,24 @@ _WEIGHT_CONFIGS: dict[str, dict[str, object]] = {
         "block_size": 32,
     },
 }
+_DEPLOYMENT = {"coreml-int8": "iOS17", "coreml-w8": "iOS17", "coreml-w4": "iOS18", "coreml-palettize4": "iOS18"}
+
+
+def compile_options(target: Target, pass_names: list[str] | None) -> CoreMLCompileOptions:
+    """The CoreMLCompileOptions for `target`; a UsageError for a bad MIL pass name."""
+    import coremltools as ct
+
+    from lowerkit.coreml_preprocess import CoreMLCompileOptions, CoreMLOptionsError
+
+    try:
+        return CoreMLCompileOptions(
+            compute_precision=ct.precision.FLOAT32 if target.name == "coreml-fp32" else ct.precision.FLOAT16,
+            minimum_deployment_target=_DEPLOYMENT.get(target.name),
+            op_linear_quantizer_config=_WEIGHT_CONFIGS.get(target.name),
+            pass_pipeline=tuple(pass_names) if pass_names is not None else "default",
+        )
+    except CoreMLOptionsError as error:  # PassPipelineError included
+        raise UsageError(str(error)) from None
 
 
 def lower(
@@ -30,33 +54,28 @@ def lower(
     steps: Steps,
 ) -> Lowered:
     """Quantize as the target asks, partition to Core ML and serialize a .pte."""
-    from executorch.backends.apple.coreml.compiler import CoreMLBackend
-    from executorch.backends.apple.coreml.partition import CoreMLPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    precision = ct.precision.FLOAT32 if target.name == "coreml-fp32" else ct.precision.FLOAT16
-    deployment = None
+    from lowerkit.coreml_preprocess import CoreMLPartitioner
+
+    options = compile_options(target, pass_names)
     with steps.step("export"):
         exported = source.export()
+    reference: torch.export.ExportedProgram | None = None
     if target.name == "coreml-int8":
         exported = _quantize_static(exported, source, calibration, steps)
-        deployment = ct.target.iOS17
+        reference = exported
     elif target.name == "coreml-palettize4":
         exported = _palettize(source, steps)
-        deployment = ct.target.iOS18
-    elif target.name in _WEIGHT_CONFIGS:
-        deployment = ct.target.iOS18 if target.name == "coreml-w4" else ct.target.iOS17
-    specs = CoreMLBackend.generate_compile_specs(
-        compute_precision=precision,
-        minimum_deployment_target=deployment,
-        op_linear_quantizer_config=_WEIGHT_CONFIGS.get(target.name),
-        pass_names=pass_names,
-    )
+        reference = exported
     with steps.step("lower to Core ML"):
-        edge = to_edge_transform_and_lower(exported, partitioner=[CoreMLPartitioner(compile_specs=specs)])
+        edge = to_edge_transform_and_lower(exported, partitioner=[CoreMLPartitioner(compile_specs=options)])
     with steps.step("serialize"):
         program = edge.to_executorch()
-    return Lowered(model=source.name, target=target, pte=bytes(program.buffer), seconds=steps.seconds)
+    lowered = Lowered(model=source.name, target=target, pte=bytes(program.buffer), seconds=steps.seconds)
+    lowered.cpu_ops = _cpu_ops(edge.exported_program().graph_module)
+    lowered.reference = reference
+    return lowered
 
 
 def _quantize_static(
@@ -69,8 +88,9 @@ def _quantize_static(
         LinearQuantizerConfig,
         QuantizationScheme,
     )
-    from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from lowerkit.coreml_quantizer import CoreMLQuantizer
 
     config = LinearQuantizerConfig.from_dict(
         {
@@ -84,8 +104,9 @@ def _quantize_static(
     )
     with steps.step("quantize (pt2e static int8)"):
         prepared = prepare_pt2e(exported.module(), CoreMLQuantizer(config))
-        for batch in calibration:
-            prepared(*batch)
+        with torch.no_grad():
+            for batch in calibration:
+                prepared(*batch)
         converted = convert_pt2e(prepared)
     with steps.step("export quantized"):
         return torch.export.export(converted, source.example_inputs)
@@ -96,7 +117,17 @@ def _palettize(source: ModelSource, steps: Steps) -> torch.export.ExportedProgra
     from torchao.quantization import quantize_
 
     with steps.step("palettize (4-bit codebook)"):
-        module = source.eager()
+        module = copy.deepcopy(source.eager())
         quantize_(module, CodebookWeightOnlyConfig(dtype=torch.uint4, block_size=[-1, 16]))
     with steps.step("export palettized"):
         return torch.export.export(module, source.example_inputs)
+
+
+def _cpu_ops(graph_module: torch.fx.GraphModule) -> list[str]:
+    ops = set()
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and "executorch_call_delegate" not in str(node.target):
+            name = getattr(node.target, "__name__", str(node.target))
+            if name != "getitem":
+                ops.add(name)
+    return sorted(ops)

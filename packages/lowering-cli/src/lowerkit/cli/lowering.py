@@ -1,0 +1,63 @@
+"""One lowering, whatever the backend: calibrate, lower, verify; errors become one line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from lowerkit.cli import calibration, inspect_pte
+from lowerkit.cli.errors import CliError, LoweringError
+from lowerkit.cli.model_source import ModelSource
+from lowerkit.cli.progress import Steps
+from lowerkit.cli.result import Lowered
+from lowerkit.cli.targets import Target
+
+
+def lower(
+    source: ModelSource,
+    target: Target,
+    *,
+    calibration_path: Path | None = None,
+    pass_names: list[str] | None = None,
+    verify: bool = False,
+    steps: Steps,
+) -> Lowered:
+    """Lower `source` for `target`; any failure past the user's input becomes a LoweringError."""
+    warnings: list[str] = []
+    batches = calibration.load(calibration_path, source, warn=warnings) if target.calibrates else []
+    from lowerkit.cli import arm, coreml
+
+    try:
+        if target.backend == "arm":
+            lowered = arm.lower(source, target, calibration=batches, steps=steps)
+        else:
+            lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
+        lowered.warnings[:0] = warnings
+        if verify:
+            with steps.step("verify"):
+                lowered.verification = _verify(lowered, source)
+    except CliError:
+        raise
+    except Exception as error:
+        raise _as_lowering_error(error, f"lowering {source.name} to {target.name}") from error
+    return lowered
+
+
+def _verify(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
+    from lowerkit.cli import verify
+
+    if lowered.target.backend == "arm":
+        return verify.verify_arm(lowered, source)
+    payloads = [p for backend, p in inspect_pte.payloads(lowered.pte) if backend == "CoreMLBackend"]
+    return verify.verify_coreml(lowered, source, payloads)
+
+
+def _as_lowering_error(error: Exception, what: str) -> Exception:
+    if os.environ.get("LOWERKIT_DEBUG"):
+        return error
+    text = str(error).strip()
+    detail = text.splitlines()[0] if text else "no detail"
+    return LoweringError(
+        f"{what} failed: {type(error).__name__}: {detail} (set LOWERKIT_DEBUG=1 for the traceback)"
+    )
