@@ -143,10 +143,11 @@ def _verification_line(check: dict[str, Any]) -> str:
 
 @main.command("inspect")
 @click.argument("pte", type=click.Path(path_type=Path))
+@click.option("--weights/--no-weights", default=True, show_default=True, help="Decode Core ML weight formats.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def inspect_command(pte: Path, as_json: bool) -> None:
-    """Show the methods, delegates and CPU ops of a .pte file."""
-    summary = inspect_pte.summarize(pte)
+def inspect_command(pte: Path, weights: bool, as_json: bool) -> None:
+    """Show the methods, delegates, CPU ops and Core ML weight formats of a .pte file."""
+    summary = inspect_pte.summarize(pte, weights=weights)
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))
         return
@@ -155,6 +156,12 @@ def inspect_command(pte: Path, as_json: bool) -> None:
         click.echo(f"  method {method.name}: {method.inputs} inputs, {method.outputs} outputs")
         for delegate in method.delegates:
             click.echo(f"    delegate {delegate.backend_id}: payload {delegate.payload_bytes:,} bytes")
+            if delegate.weights is not None:
+                formats = ", ".join(f"{op} x{n}" for op, n in delegate.weights["constexpr_ops"].items())
+                click.echo(
+                    f"      Core ML spec v{delegate.weights['spec_version']}; compressed weights: "
+                    f"{formats or 'none (dense)'}; decoded {delegate.weights['decoded_weights']} tensors"
+                )
         click.echo(f"    ops on CPU: {', '.join(method.cpu_ops) if method.cpu_ops else 'none'}")
 
 

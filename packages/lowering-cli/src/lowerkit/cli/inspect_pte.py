@@ -17,6 +17,8 @@ class Delegate:
     backend_id: str
     payload_bytes: int
     compile_specs: dict[str, str]
+    #: Core ML only, with `weights=True`: constexpr weight formats and decoded weights.
+    weights: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,8 @@ def payloads(data: bytes) -> list[tuple[str, bytes]]:
     return found
 
 
-def summarize(path: Path) -> PteSummary:
-    """Summarize the .pte at `path`; a UsageError when it is missing or not a .pte."""
+def summarize(path: Path, *, weights: bool = False) -> PteSummary:
+    """Summarize the .pte at `path` (with Core ML weight formats if `weights`); UsageError if not a .pte."""
     if not path.is_file():
         raise UsageError(f"'{path}' does not exist")
     data = path.read_bytes()
@@ -67,6 +69,7 @@ def summarize(path: Path) -> PteSummary:
                 backend_id=d.id,
                 payload_bytes=len(_payload(program, d)),
                 compile_specs={s.key: _spec_text(s.value) for s in d.compile_specs},
+                weights=_coreml_weights(_payload(program, d)) if weights and d.id == "CoreMLBackend" else None,
             )
             for d in plan.delegates
         ]
@@ -96,3 +99,9 @@ def _spec_text(value: bytes) -> str:
         return bytes(value).decode("utf-8")
     except UnicodeDecodeError:
         return bytes(value).hex()
+
+
+def _coreml_weights(payload: bytes) -> dict[str, Any]:
+    from lowerkit.cli.coreml_payload import weight_summary
+
+    return weight_summary(payload)

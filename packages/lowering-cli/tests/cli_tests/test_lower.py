@@ -1,0 +1,93 @@
+"""End to end: each target writes a .pte that `lowerkit inspect` reads, byte-identical on reruns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from lowerkit.cli import targets
+
+#: The smallest zoo model each target applies to (the full sweep is tools/e2e_sweep.py).
+SMALLEST = {"coreml": "conv_linear", "arm": "ds_cnn"}
+
+
+@pytest.mark.parametrize("target", list(targets.TARGETS))
+def test_target_writes_a_pte_that_inspect_reads(lowerkit, tmp_path, target):
+    backend = targets.TARGETS[target].backend
+    model = "tiny_lm" if target in ("coreml-w4", "coreml-palettize4") else SMALLEST[backend]
+    out = tmp_path / f"{target}.pte"
+    report = tmp_path / "report.json"
+    outcome = lowerkit("lower", f"zoo:{model}", "-t", target, "-o", str(out), "--report", str(report), "-q")
+    assert outcome.code == 0, outcome.err
+    summary = json.loads(report.read_text())
+    assert summary["pte_bytes"] == out.stat().st_size
+    inspected = lowerkit("inspect", str(out), "--json")
+    assert inspected.code == 0, inspected.err
+    methods = json.loads(inspected.out)["methods"]
+    backend_id = "CoreMLBackend" if backend == "coreml" else ("EthosUBackend" if "ethos" in target else "TOSABackend")
+    assert [d["backend_id"] for d in methods[0]["delegates"]] == [backend_id]
+    if backend == "arm":
+        assert summary["passes"], "the Arm pipeline report is missing"
+        assert all({"name", "ran", "wall_ms"} <= set(row) for row in summary["passes"])
+
+
+def test_same_command_twice_gives_the_same_bytes(lowerkit, tmp_path):
+    for target in ("coreml", "tosa-int"):
+        model = SMALLEST[targets.TARGETS[target].backend]
+        first, second = tmp_path / "first.pte", tmp_path / "second.pte"
+        for out in (first, second):
+            assert lowerkit("lower", f"zoo:{model}", "-t", target, "-o", str(out), "-q").code == 0
+        assert first.read_bytes() == second.read_bytes(), target
+
+
+def test_mlpackage_and_weight_formats(lowerkit, tmp_path):
+    out, package = tmp_path / "lm.pte", tmp_path / "lm.mlpackage"
+    outcome = lowerkit("lower", "zoo:tiny_lm", "-t", "coreml-w4", "-o", str(out), "--mlpackage", str(package), "--verify", "-q")
+    assert outcome.code == 0, outcome.err
+    assert (package / "Manifest.json").is_file()
+    assert (package / "Data" / "com.apple.CoreML" / "model.mlmodel").is_file()
+    assert "Core ML itself cannot run on Linux" in outcome.out
+    inspected = json.loads(lowerkit("inspect", str(out), "--json").out)
+    weights = inspected["methods"][0]["delegates"][0]["weights"]
+    assert weights["constexpr_ops"], weights
+    assert weights["decoded_weights"] > 0
+
+
+def test_tosa_dir_holds_the_flatbuffer(lowerkit, tmp_path):
+    out, folder = tmp_path / "m.pte", tmp_path / "tosa"
+    assert lowerkit("lower", "zoo:ds_cnn", "-t", "tosa-fp", "-o", str(out), "--tosa-dir", str(folder), "-q").code == 0
+    flatbuffers = list(folder.iterdir())
+    assert len(flatbuffers) == 1
+    assert flatbuffers[0].read_bytes()[4:8] == b"TOSA"
+
+
+def test_exported_program_file_as_model(lowerkit, tmp_path):
+    module = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(module, (torch.randn(2, 8),)), str(path))
+    out = tmp_path / "mlp.pte"
+    outcome = lowerkit("lower", str(path), "-t", "coreml-fp32", "-o", str(out), "--json", "-q")
+    assert outcome.code == 0, outcome.err
+    assert json.loads(outcome.out)["model"] == "mlp"
+
+
+def test_op_no_backend_takes_stays_on_cpu_and_is_reported(lowerkit, tmp_path, monkeypatch):
+    (tmp_path / "sort_model.py").write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.sort(torch.relu(x), dim=1)[0] * 2\n"
+        "def build():\n"
+        "    return M(), (torch.randn(1, 8),)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out, report = tmp_path / "m.pte", tmp_path / "r.json"
+    outcome = lowerkit("lower", "sort_model:build", "-t", "tosa-fp", "-o", str(out), "--report", str(report), "-q")
+    assert outcome.code == 0, outcome.err
+    cpu_ops = json.loads(report.read_text())["cpu_ops"]
+    assert cpu_ops == ["aten::sort"], cpu_ops
+    assert "partial delegation" in outcome.err and "aten::sort" in outcome.err
+    delegates = json.loads(lowerkit("inspect", str(out), "--json").out)["methods"][0]["delegates"]
+    assert delegates and {d["backend_id"] for d in delegates} == {"TOSABackend"}

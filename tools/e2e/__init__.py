@@ -1,0 +1,1 @@
+"""End-to-end sweeps of the lowerkit command over the zoo."""

@@ -1,0 +1,72 @@
+"""Lower every zoo model to every target it applies to with `lowerkit lower --verify`, then inspect.
+
+    ./pants run tools/e2e/sweep.py -- [--out DIR] [--json FILE]
+
+Prints one row per (model, target): exit code, seconds, .pte size, delegates, verification;
+exits 1 if any lowering failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lowerkit import zoo
+from lowerkit.cli import targets
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [
+        (model.name, target.name)
+        for target in targets.TARGETS.values()
+        for model in zoo.models()
+        if target.backend in model.backends
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="Keep the .pte files here (default: a temporary folder).")
+    parser.add_argument("--json", type=Path, help="Also write the rows as JSON.")
+    args = parser.parse_args()
+    folder = args.out or Path(tempfile.mkdtemp(prefix="lowerkit-sweep-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    start = time.perf_counter()
+    for model, target in _cases():
+        out = folder / f"{model}.{target}.pte"
+        began = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "lowerkit.cli", "lower", f"zoo:{model}", "-t", target, "-o", str(out), "--verify", "--json", "-q"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        seconds = time.perf_counter() - began
+        row: dict[str, object] = {"model": model, "target": target, "exit": done.returncode, "seconds": round(seconds, 1)}
+        if done.returncode == 0:
+            summary = json.loads(done.stdout)
+            inspected = subprocess.run(
+                [sys.executable, "-m", "lowerkit.cli", "inspect", str(out), "--json"],
+                capture_output=True, text=True, check=False,
+            )
+            delegates = [d["backend_id"] for m in json.loads(inspected.stdout)["methods"] for d in m["delegates"]] if inspected.returncode == 0 else ["INSPECT FAILED"]
+            row.update(bytes=summary["pte_bytes"], delegates=delegates, verification=summary["verification"], cpu_ops=summary["cpu_ops"])
+        else:
+            row["error"] = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no message"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    failed = [r for r in rows if r["exit"] != 0 or r.get("delegates") == ["INSPECT FAILED"]]
+    print(f"{len(rows) - len(failed)} passed, {len(failed)} failed in {time.perf_counter() - start:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

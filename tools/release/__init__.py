@@ -1,0 +1,1 @@
+"""Release checks for the built wheels."""
