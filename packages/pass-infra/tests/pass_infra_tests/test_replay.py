@@ -1,0 +1,174 @@
+"""cheaper_replay: same graphs and metadata as the stock replay, without the deep copy."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.pass_base import ExportPass, NodeMetadata
+
+from lowerkit.pass_infra import cheaper_replay, vouch_for
+from lowerkit.pass_infra._upstream import replay_state_snapshot
+from pass_infra_tests.conftest import build_chain, meta_differences, run_stock
+
+E = exir_ops.edge.aten
+
+
+class AddNegAfterRelu(ExportPass):
+    """Creates a node with fresh metadata, so the replay's provenance record survives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.debug_strings: list[str | None] = []
+
+    def call_operator(self, op, args, kwargs, meta):
+        self.debug_strings.append(self.node_debug_str)
+        out = super().call_operator(op, args, kwargs, meta)
+        if op == E.relu.default:
+            return super().call_operator(E.neg.default, (out,), {}, NodeMetadata({}))
+        return out
+
+
+class InPlaceThenReplay(ExportPass):
+    """Overrides call(): edits in place, then replays (a common upstream shape)."""
+
+    def call(self, graph_module):
+        for node in graph_module.graph.nodes:
+            if node.target == E.sub.Tensor:
+                node.target = E.add.Tensor
+        graph_module.recompile()
+        return super().call(graph_module)
+
+
+@pytest.mark.parametrize("depth", [0, 4])
+@pytest.mark.parametrize("pass_cls", [AddNegAfterRelu, InPlaceThenReplay])
+def test_cheaper_replay_leaves_exactly_the_stock_metadata(pass_cls, depth):
+    gm = build_chain(16, provenance_depth=depth)
+    stock_pass, cheap_pass = pass_cls(), pass_cls()
+    stock = run_stock(stock_pass, gm, copy_input=pass_cls is InPlaceThenReplay)
+    with cheaper_replay():
+        cheap = run_stock(cheap_pass, gm, copy_input=pass_cls is InPlaceThenReplay)
+    if pass_cls is InPlaceThenReplay:
+        # Different (copied) inputs: provenance graph ids differ by construction.
+        for g in (stock, cheap):
+            for n in g.graph.nodes:
+                n.meta.pop("from_node", None)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    if pass_cls is AddNegAfterRelu:
+        assert cheap_pass.debug_strings == stock_pass.debug_strings
+        assert cheap_pass.node_debug_str == stock_pass.node_debug_str
+
+
+def test_fresh_nodes_keep_an_equal_provenance_chain_that_is_shared_not_copied():
+    gm = build_chain(4, provenance_depth=6)
+    relu = next(n for n in gm.graph.nodes if n.target == E.relu.default)
+    stock = run_stock(AddNegAfterRelu(), gm)
+    with cheaper_replay():
+        cheap = run_stock(AddNegAfterRelu(), gm)
+    neg_stock = next(n for n in stock.graph.nodes if n.target == E.neg.default)
+    neg_cheap = next(n for n in cheap.graph.nodes if n.target == E.neg.default)
+    [src_stock], [src_cheap] = neg_stock.meta["from_node"], neg_cheap.meta["from_node"]
+    assert src_cheap == src_stock
+    assert src_cheap.to_dict() == src_stock.to_dict()
+    assert src_cheap.name == relu.name
+    # Stock deep-copied the old chain; the cheaper replay shares it.
+    assert src_stock.from_node[0] is not relu.meta["from_node"][0]
+    assert src_cheap.from_node[0] is relu.meta["from_node"][0]
+
+
+def test_patches_are_restored_on_exit_and_on_exception():
+    before = replay_state_snapshot()
+    with cheaper_replay():
+        assert replay_state_snapshot() != before
+    assert replay_state_snapshot() == before
+    with pytest.raises(RuntimeError, match="boom"), cheaper_replay():
+        raise RuntimeError("boom")
+    assert replay_state_snapshot() == before
+
+
+def test_debug_string_is_materialized_when_the_scope_ends():
+    gm = build_chain(4)
+    stock_pass, cheap_pass = AddNegAfterRelu(), AddNegAfterRelu()
+    run_stock(stock_pass, gm)
+    with cheaper_replay():
+        run_stock(cheap_pass, gm)
+    assert "node_debug_str" not in vars(type(cheap_pass))
+    assert cheap_pass.__dict__["node_debug_str"] == stock_pass.node_debug_str
+
+
+class Noop(ExportPass):
+    pass
+
+
+@pytest.mark.parametrize("reuse_values", [True, False])
+def test_value_reuse_skips_the_dispatch_and_leaves_stock_metadata(reuse_values):
+    gm = build_chain(12, provenance_depth=2)
+    vouch_for(gm)
+    old = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function"}
+    stock = run_stock(Noop(), gm)
+    with cheaper_replay(reuse_values=reuse_values):
+        cheap = run_stock(Noop(), gm)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    reused = [n.meta["val"] is old[n.name] for n in cheap.graph.nodes if n.name in old]
+    assert all(reused) if reuse_values else not any(reused)
+    assert not any(n.meta["val"] is old[n.name] for n in stock.graph.nodes if n.name in old)
+
+
+def test_a_rewritten_node_is_dispatched_not_reused():
+    gm = build_chain(8)
+    vouch_for(gm)
+    old = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function"}
+    with cheaper_replay():
+        out = run_stock(AddNegAfterRelu(), gm)
+    neg = next(n for n in out.graph.nodes if n.target == E.neg.default)
+    relu = next(n for n in out.graph.nodes if n.target == E.relu.default)
+    assert relu.meta["val"] is old[relu.name]
+    assert all(neg.meta["val"] is not v for v in old.values())
+
+
+def test_unvouched_values_are_dispatched():
+    gm = build_chain(8)
+    old = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function"}
+    with cheaper_replay():
+        first = run_stock(Noop(), gm)
+        second = run_stock(Noop(), first)
+    assert not any(n.meta["val"] is old.get(n.name) for n in first.graph.nodes)
+    # What a replay made is vouched for: the next replay reuses it.
+    made = {n.name: n.meta["val"] for n in first.graph.nodes if n.op == "call_function"}
+    assert all(n.meta["val"] is made[n.name] for n in second.graph.nodes if n.name in made)
+
+
+class InsertWithStaleMeta(ExportPass):
+    """Like DecomposeLayerNormPass: inserts a node in place with another node's (wrong)
+    meta["val"], edits a vouched node's args, then relies on its own replay to fix values."""
+
+    def call(self, graph_module):
+        graph = graph_module.graph
+        relu = next(n for n in graph.nodes if n.target == E.relu.default)
+        mul = next(n for n in graph.nodes if n.target == E.mul.Tensor)
+        with graph.inserting_after(relu):
+            summed = graph.call_function(E.sum.dim_IntList, (relu, [1], True))
+        summed.meta = dict(relu.meta)  # stale: relu's (2, 3) value for a (2, 1) result
+        relu.replace_all_uses_with(summed, delete_user_cb=lambda user: user is not summed)
+        mul.update_arg(1, mul.args[0])  # a vouched node whose args changed in place
+        graph_module.recompile()
+        return super().call(graph_module)
+
+
+def test_stale_values_left_by_in_place_edits_are_not_reused():
+    gm = build_chain(12)
+    stock_in, cheap_in = copy.deepcopy(gm), copy.deepcopy(gm)
+    vouch_for(cheap_in)
+    stock = InsertWithStaleMeta()(stock_in).graph_module
+    with cheaper_replay():
+        cheap = InsertWithStaleMeta()(cheap_in).graph_module
+    for g in (stock, cheap):
+        for n in g.graph.nodes:
+            n.meta.pop("from_node", None)
+    summed = next(n for n in cheap.graph.nodes if n.target == E.sum.dim_IntList)
+    assert tuple(summed.meta["val"].shape) == (2, 1)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []

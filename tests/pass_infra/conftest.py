@@ -1,0 +1,99 @@
+"""Shared helpers for pass-infra's cross-package sameness tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from unittest import mock
+
+import torch
+from torch.fx import GraphModule
+from torch.fx.passes.infra.pass_base import PassResult
+
+
+def arm_tfa_passes(graph_module: GraphModule) -> list[Any]:
+    """The passes ExecuTorch's Arm transform_for_annotation_pipeline builds, not run."""
+    from executorch.backends.arm._passes import arm_pass_manager
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+
+    captured: list[Any] = []
+
+    class Capture:
+        def __init__(self, passes: list[Any]) -> None:
+            captured.extend(passes)
+
+        def __call__(self, gm: GraphModule) -> PassResult:
+            return PassResult(gm, False)
+
+    manager = arm_pass_manager.ArmPassManager(TosaCompileSpec("TOSA-1.0+INT"))
+    with mock.patch.object(arm_pass_manager, "GraphModulePassManager", Capture):
+        manager.transform_for_annotation_pipeline(graph_module)
+    return captured
+
+
+def _strip_graph_ids(source: Any) -> Any:
+    data = source.to_dict()
+
+    def strip(d: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in d.items() if k not in ("graph_id", "from_node")},
+            "from_node": [strip(x) for x in d["from_node"]],
+        }
+
+    return strip(data)
+
+
+def _val_signature(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.dtype, tuple(value.stride()), str(value.device))
+    if isinstance(value, (list, tuple)):
+        return tuple(_val_signature(v) for v in value)
+    return repr(value)
+
+
+def meta_mismatches(stock: GraphModule, ours: GraphModule) -> list[str]:
+    """Node-meta differences: same keys in the same order, val by shape/dtype/stride,
+    provenance by content (graph ids aside: the two runs had different input copies),
+    seq_nr by presence, every other key by ==. Nested graph modules included."""
+    out: list[str] = []
+    pairs = [(stock, ours)]
+    stock_children = [m for m in stock.modules() if isinstance(m, GraphModule)][1:]
+    our_children = [m for m in ours.modules() if isinstance(m, GraphModule)][1:]
+    if len(stock_children) != len(our_children):
+        return [f"{len(stock_children)} nested graphs vs {len(our_children)}"]
+    pairs += list(zip(stock_children, our_children, strict=True))
+    for a_gm, b_gm in pairs:
+        nodes_a, nodes_b = list(a_gm.graph.nodes), list(b_gm.graph.nodes)
+        if len(nodes_a) != len(nodes_b):
+            out.append(f"{len(nodes_a)} nodes vs {len(nodes_b)}")
+            continue
+        for a, b in zip(nodes_a, nodes_b, strict=True):
+            if list(a.meta) != list(b.meta):
+                out.append(f"{a.name}: keys {list(a.meta)} vs {list(b.meta)}")
+                continue
+            for key in a.meta:
+                va, vb = a.meta[key], b.meta[key]
+                if key == "val":
+                    same = _val_signature(va) == _val_signature(vb)
+                elif key == "from_node":
+                    same = [_strip_graph_ids(s) for s in va] == [_strip_graph_ids(s) for s in vb]
+                elif key == "seq_nr":
+                    # Stock gives a node made without a seq_nr one from torch's
+                    # process-global autograd sequence counter (fx.proxy._get_seq_nr):
+                    # it differs between two stock runs as well; only presence is stable.
+                    same = type(va) is type(vb)
+                elif key == "eager_input_vals":
+                    same = _val_signature(va) == _val_signature(vb)
+                else:
+                    try:
+                        same = bool(va == vb)
+                    except Exception:  # e.g. tensors: compare their signature
+                        same = _val_signature(va) == _val_signature(vb)
+                if not same:
+                    out.append(f"{a.name}: {key}: {va!r} vs {vb!r}")
+    return out
+
+
+def copies(graph_module: GraphModule, count: int) -> list[GraphModule]:
+    """Independent deep copies (passes may edit their input in place)."""
+    return [copy.deepcopy(graph_module) for _ in range(count)]
