@@ -252,3 +252,17 @@ def test_bad_targets_are_user_errors():
         Bad().should_run(build_chain(2))
     with pytest.raises(PassInfraError, match="ExportPass instance"):
         as_targeted(lambda gm: PassResult(gm, False))
+
+
+def test_reference_copy_keeps_the_operators_a_pass_holds():
+    from lowerkit.pass_infra import reference_copy
+
+    class HoldsTargets(ExportPass):
+        def __init__(self) -> None:
+            super().__init__()
+            self.targets = frozenset({exir_ops.edge.aten.permute_copy.default})
+
+    original = HoldsTargets()
+    reference = reference_copy(original)
+    assert reference is not original
+    assert exir_ops.edge.aten.permute_copy.default in reference.targets

@@ -289,6 +289,19 @@ def _is_int8_weight_product(context: Any, node: Any, name: str) -> bool:
     )
 
 
+def _peek_inputs(context: Any, node: Any) -> list[Any] | None:
+    """The node's inputs that are already in `context`, or None if any is a literal.
+
+    Unlike coremltools' ``_get_inputs``, this builds nothing: materializing literals as
+    ``const`` ops advances coremltools' global op-name counter, and a fold that then declines
+    would renumber every later op against what the stock translation produces.
+    """
+    names = list(node.inputs)
+    if not all(isinstance(name, str) and name in context for name in names):
+        return None
+    return [context[name] for name in names]
+
+
 def fold_int8_weight_mul(context: Any, node: Any) -> bool:
     """Fold ``mul(linear(x, float(int8 W)), per-channel scale)`` into a constexpr-dequantized weight.
 
@@ -297,7 +310,9 @@ def fold_int8_weight_mul(context: Any, node: Any) -> bool:
     """
     from coremltools.converters.mil import Builder as mb
 
-    inputs = _upstream.get_inputs(context, node, expected=2)
+    inputs = _peek_inputs(context, node)
+    if inputs is None or len(inputs) != 2:
+        return False
     for (product, scale), product_name in zip((inputs, inputs[::-1]), node.inputs, strict=True):
         linear = product.op
         if linear is None or linear.op_type != "linear" or scale.val is None or product.child_ops:
@@ -340,10 +355,13 @@ def fold_int8_constant_transpose(context: Any, node: Any) -> bool:
 
     if _upstream.opset_at_least(target.iOS17):
         return False
-    inputs = _upstream.get_inputs(context, node)
-    value = inputs[0].val
+    first = node.inputs[0] if node.inputs else None
+    if not isinstance(first, str) or first not in context:
+        return False
+    value = context[first].val
     if value is None or _upstream.mil_type_name(np.asarray(value).dtype) not in _INT8_TYPES:
         return False
+    inputs = _upstream.get_inputs(context, node)  # folding: materializing the rest is fine
     value = np.asarray(value)
     if node.kind in ("permute", "permute_copy"):
         perm = [int(p) % value.ndim for p in np.asarray(inputs[1].val).reshape(-1)]

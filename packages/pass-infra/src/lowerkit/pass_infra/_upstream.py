@@ -111,6 +111,18 @@ class Patch:
                     delattr(owner, name)
 
 
+def is_operator(value: Any) -> bool:
+    """True for torch / ExecuTorch operator objects (overloads, packets, higher-order ops)."""
+    return isinstance(
+        value,
+        torch._ops.OpOverload
+        | torch._ops.OpOverloadPacket
+        | torch._ops.HigherOrderOperator
+        | EdgeOpOverload
+        | EdgeOpOverloadPacket,
+    )
+
+
 @contextmanager
 def applied(patch: Patch) -> Iterator[None]:
     """Apply `patch` for the duration of the block."""

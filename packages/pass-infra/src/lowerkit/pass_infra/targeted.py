@@ -18,6 +18,7 @@ from torch.fx.node import map_arg
 from torch.fx.passes.infra.pass_base import PassResult
 from torch.utils import _pytree as pytree
 
+from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra._upstream import (
     TORCH_SYM_OPS,
     EdgeOpOverload,
@@ -349,10 +350,31 @@ def as_targeted(
     return made
 
 
+def _operators_kept(value: Any, memo: dict[int, Any] | None = None, depth: int = 0) -> dict[int, Any]:
+    """A deepcopy memo mapping every operator object reachable from `value` to itself.
+
+    Deep-copying an ExecuTorch op overload gives a new object that is not equal to the original,
+    so a deep-copied pass would no longer recognise the ops it holds (e.g. in a target set).
+    """
+    memo = {} if memo is None else memo
+    if _upstream.is_operator(value):
+        memo[id(value)] = value
+    elif depth < 4:
+        if isinstance(value, dict):
+            children: Any = [*value.keys(), *value.values()]
+        elif isinstance(value, list | tuple | set | frozenset):
+            children = value
+        else:
+            children = list(vars(value).values()) if hasattr(value, "__dict__") and depth == 0 else []
+        for child in children:
+            _operators_kept(child, memo, depth + 1)
+    return memo
+
+
 def reference_copy(pass_: Any) -> Any:
     """A copy of `pass_` that replays the stock ExportPass way (no skip, no fast-copy)."""
     try:
-        ref = copy.deepcopy(pass_)
+        ref = copy.deepcopy(pass_, _operators_kept(pass_))
     except Exception:
         ref = copy.copy(pass_)
     original = getattr(type(ref), "_lowerkit_original", None)

@@ -1,0 +1,203 @@
+"""Every reach into ExecuTorch's and coremltools' private names, in one place.
+
+A version bump of either library is one file to read: this one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import coremltools as ct
+import executorch.exir.backend.backend_details as _backend_details
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+#: ExecuTorch's module that defines its own ``CoreMLBackend`` (must not share a process with ours).
+EXECUTORCH_COREML_PREPROCESS_MODULE = "executorch.backends.apple.coreml.compiler.coreml_preprocess"
+#: ExecuTorch's Core ML packages whose import defines that class.
+EXECUTORCH_COREML_PACKAGES = (
+    "executorch.backends.apple.coreml.compiler",
+    "executorch.backends.apple.coreml.partition",
+    "executorch.backends.apple.coreml.recipes",
+)
+
+
+def backend_details_class() -> type:
+    """ExecuTorch's ``BackendDetails`` base class."""
+    return _backend_details.BackendDetails
+
+
+def registered_pass_names() -> frozenset[str]:
+    """Names of all MIL graph passes in coremltools' pass registry."""
+    return frozenset(PASS_REGISTRY.passes)
+
+
+def default_pass_names() -> list[str]:
+    """The passes of coremltools' default MIL pipeline (``ct.PassPipeline.DEFAULT``)."""
+    return list(ct.PassPipeline.DEFAULT.passes)
+
+
+def linear_quantizer_config_from_dict(config: dict[str, Any]) -> Any:
+    """``cto.coreml.OpLinearQuantizerConfig._from_dict``, as ExecuTorch decodes the compile spec."""
+    import coremltools.optimize as cto
+
+    return cto.coreml.OpLinearQuantizerConfig._from_dict(config)
+
+
+def mil_program(mlmodel: Any) -> Any:
+    """The pymil ``Program`` a converted ``MLModel`` keeps (``None`` when it has none)."""
+    return getattr(mlmodel, "_mil_program", None)
+
+
+def model_package_path(mlmodel: Any) -> str:
+    """The directory of the temporary ``.mlpackage`` backing a converted ``MLModel``."""
+    return str(mlmodel.package_path)
+
+
+_ENUMERATED_SHAPE_UTILS = "lowerkit.coreml_preprocess._executorch_enumerated_shape_utils"
+
+
+def enumerated_shape_utils() -> ModuleType:
+    """ExecuTorch's ``enumerated_shape_utils`` module, loaded from its file.
+
+    Importing it by its dotted name would run ``executorch.backends.apple.coreml.compiler``'s
+    ``__init__``, which defines ExecuTorch's own ``CoreMLBackend``; the file itself only needs
+    torch and coremltools, so it is loaded on its own under a private name.
+    """
+    loaded = sys.modules.get(_ENUMERATED_SHAPE_UTILS)
+    if loaded is not None:
+        return loaded
+    import executorch
+
+    roots = list(executorch.__path__)
+    for root in roots:
+        path = Path(root) / "backends" / "apple" / "coreml" / "compiler" / "enumerated_shape_utils.py"
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location(_ENUMERATED_SHAPE_UTILS, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[_ENUMERATED_SHAPE_UTILS] = module
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError(
+        "executorch's backends/apple/coreml/compiler/enumerated_shape_utils.py was not found "
+        f"under {roots}; enumerated shapes need executorch 1.5.x installed."
+    )
+
+
+def encode_enumerated_shapes(exported_program: Any, shapes: dict[str, list[list[int]]]) -> str:
+    """ExecuTorch's JSON encoding of enumerated shapes (needs the exported program's symbols)."""
+    module = enumerated_shape_utils()
+    emap = module._SymbolicShapeToEnumeratedShapeMap.from_exported_program(exported_program, shapes)
+    return str(emap.to_json())
+
+
+def decode_enumerated_shapes(encoded: str) -> Any:
+    """ExecuTorch's ``_SymbolicShapeToEnumeratedShapeMap`` from its JSON encoding."""
+    return enumerated_shape_utils()._SymbolicShapeToEnumeratedShapeMap.from_json(encoded)
+
+
+def enumerated_shape_names(encoded: str) -> dict[str, list[list[int]]]:
+    """``{input name: enumerations}`` from ExecuTorch's JSON encoding."""
+    emap = decode_enumerated_shapes(encoded)
+    result: dict[str, list[list[int]]] = {}
+    for enumerations, names in emap.emap.values():
+        for name in names:
+            result[name] = [list(shape) for shape in enumerations]
+    return result
+
+
+def coreml_inputs_for_enumerated_shapes(exported_program: Any, encoded: str) -> list[Any]:
+    """ExecuTorch's ``_get_ct_inputs``: ``ct.TensorType`` inputs with ``ct.EnumeratedShapes``."""
+    module = enumerated_shape_utils()
+    return list(module._get_ct_inputs(exported_program, decode_enumerated_shapes(encoded)))
+
+
+def edge_ops() -> Any:
+    """``executorch.exir.dialects._ops.ops`` (the ``exir_ops`` namespace)."""
+    from executorch.exir.dialects._ops import ops
+
+    return ops
+
+
+def apply_pipeline_validating_at_ends(prog: Any, pass_pipeline: Any) -> None:
+    """coremltools' ``PassPipelineManager.apply_pipeline``, validating before and after, not per pass.
+
+    coremltools re-validates the whole program after every one of ~110 passes, which is about
+    half of ``ct.convert``'s time on a CNN; the passes and their order are the same, so the result
+    is too. A program a pass broke is still caught, at the end of the pipeline.
+    """
+    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY as registry
+
+    if pass_pipeline is None:
+        raise ValueError("The pass_pipeline cannot be None.")
+    pass_pipeline.validate()
+    prog.validate()
+    for pass_name in pass_pipeline.passes:
+        graph_pass = registry[pass_name]
+        graph_pass.set_options(pass_pipeline.get_options(pass_name))
+        graph_pass(prog)
+    prog.validate()
+
+
+class _NoFullCollection:
+    """Stands in for the ``gc`` module inside ``ct.convert`` (its one use: ``gc.collect()``)."""
+
+    @staticmethod
+    def collect(*args: Any) -> int:
+        return 0
+
+
+class faster_conversion:
+    """Within the block, ``ct.convert`` does the same work minus two costs that change nothing.
+
+    * A MIL program is validated once before and once after each pass pipeline, not after every
+      pass (``apply_pipeline_validating_at_ends``): about half of the conversion of a CNN.
+    * ``ct.convert`` ends with a full ``gc.collect()``; in a process holding torch's and
+      ExecuTorch's object graphs that alone takes up to a second. Python's collector still runs
+      on its own thresholds.
+    Not thread-safe: it patches coremltools' module state for the duration of the block.
+    """
+
+    def __enter__(self) -> None:
+        from coremltools.converters import _converters_entry
+        from coremltools.converters.mil.mil.passes import pass_pipeline
+
+        self._manager = pass_pipeline.PassPipelineManager
+        self._original = self._manager.__dict__["apply_pipeline"]
+        self._entry = _converters_entry
+        self._gc = _converters_entry.gc
+        self._manager.apply_pipeline = staticmethod(apply_pipeline_validating_at_ends)
+        _converters_entry.gc = _NoFullCollection
+
+    def __exit__(self, *exc: object) -> None:
+        self._manager.apply_pipeline = self._original
+        self._entry.gc = self._gc
+
+
+def torch_op_supported(node: Any) -> bool:
+    """coremltools' ``is_torch_fx_node_supported`` (registered torch op translations)."""
+    from coremltools.converters.mil.frontend.torch import is_torch_fx_node_supported
+
+    return bool(is_torch_fx_node_supported(node))
+
+
+def reset_conversion_state() -> None:
+    """coremltools' ``_reset_conversion_state``: restart the MIL builder's auto-name counters.
+
+    ``ct.convert`` resets them only after converting, so MIL built in between (by another
+    library, a test, a compression pass) would renumber the next model's auto-named ops.
+    """
+    from coremltools.converters.mil.converter import _reset_conversion_state
+
+    _reset_conversion_state()
+
+
+def named_data_store() -> Any:
+    """A new ``executorch.exir._serialize._named_data_store.NamedDataStore``."""
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+
+    return NamedDataStore()

@@ -1,0 +1,57 @@
+"""lowerkit's and ExecuTorch's Core ML backends in one process fail clearly, in either order."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+from executorch.exir.backend.backend_details import BackendDetails
+
+from lowerkit.coreml_preprocess import (
+    CoreMLBackend,
+    CoreMLBackendConflictError,
+    CoreMLPartitioner,
+    conflict,
+)
+
+
+def test_importing_executorchs_backend_after_ours_fails():
+    for name in ("executorch.backends.apple.coreml.compiler", "executorch.backends.apple.coreml.partition"):
+        with pytest.raises(CoreMLBackendConflictError, match="already loaded"):
+            importlib.import_module(name)
+        assert name not in sys.modules
+    assert [c for c in BackendDetails.__subclasses__() if c.__name__ == "CoreMLBackend"] == [CoreMLBackend]
+
+
+def test_a_second_backend_class_is_refused_at_use():
+    namespace: dict[str, object] = {}
+    exec("class CoreMLBackend(BackendDetails):\n    pass\n", {"BackendDetails": BackendDetails}, namespace)
+    try:
+        with pytest.raises(CoreMLBackendConflictError, match="another Core ML backend"):
+            CoreMLPartitioner()
+        with pytest.raises(CoreMLBackendConflictError):
+            CoreMLBackend.preprocess(None, [])
+    finally:
+        namespace.clear()
+        gc.collect()
+    conflict.ensure_sole_backend(CoreMLBackend)
+
+
+def test_importing_ours_after_executorchs_fails():
+    code = (
+        "import executorch.backends.apple.coreml.compiler\n"
+        "try:\n"
+        "    import lowerkit.coreml_preprocess\n"
+        "except ImportError as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert "CoreMLBackendConflictError" in done.stdout
+    assert "ExecuTorch's Core ML backend" in done.stdout
