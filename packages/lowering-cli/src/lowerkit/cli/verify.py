@@ -65,8 +65,11 @@ def verify_arm(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
     from lowerkit.arm_passes import verify_on_reference_model
 
     check = verify_on_reference_model(lowered.reference, source.example_inputs)
-    return {
+    result: dict[str, Any] = {
         "compared": check.compared,
         "max_abs_error": check.max_abs_error,
         "sqnr_db": check.sqnr_db,
     }
+    if check.max_error_quanta is not None:
+        result["max_error_quanta"] = check.max_error_quanta
+    return result

@@ -1,0 +1,296 @@
+"""Incremental drop-in versions of the Arm permute/view propagation fixpoint passes.
+
+Upstream's ``PropagateViewCopyPermuteUpPass`` / ``...DownPass`` (and the helper passes they
+call: duplicate-user fusion, identical-input-transform fusion, view/permute canonicalization,
+permute removal around elementwise ops) re-run the whole graph through ExportPass after every
+round until nothing changes. The re-run only serves to refresh node metadata (``meta["val"]``)
+and renumber node names. Here every intermediate re-run is replaced by a metadata refresh of
+the nodes whose inputs changed, done in place, after which the graph is brought into the exact
+state a re-run would leave (node order, user order, input order); one real re-run at the end
+gives the same names and metadata as upstream's last one. Upstream's algorithm (its decisions,
+rewrites and helper passes) is reused unchanged.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from executorch.backends.arm._passes.fuse_duplicate_users_pass import TOSA_EXCLUDED_TARGETS
+from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops import (
+    RemovePermutesAroundElementwiseTosaOps,
+)
+from executorch.backends.transforms.canonicalize_view_copy_permute_pass import (
+    CanonicalizeViewCopyPermutePass,
+)
+from executorch.backends.transforms.fuse_duplicate_users_pass import FuseDuplicateUsersPass
+from executorch.backends.transforms.fuse_identical_input_transforms_pass import (
+    FuseIdenticalInputTransformsPass,
+)
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.dialects.edge._ops import EdgeOpOverload
+from executorch.exir.pass_base import ExportPass
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx import GraphModule, Node
+from torch.fx.passes.infra.pass_base import PassResult
+from torch.utils import _pytree as pytree
+
+from lowerkit.arm_passes import _upstream
+
+__all__ = [
+    "IncrementalPropagateViewCopyPermuteDownPass",
+    "IncrementalPropagateViewCopyPermuteUpPass",
+    "incremental_version",
+]
+
+#: Ops ArmPass.call_operator gives an empty_like result instead of dispatching, when quantized.
+_NO_QUANTIZED_FAKE_KERNEL = frozenset(
+    {exir_ops.edge.aten.bmm.default, exir_ops.edge.aten.leaky_relu.default}
+)
+
+
+class _RefreshUnsupported(Exception):
+    """The graph holds something the in-place refresh does not model; re-run it the stock way."""
+
+
+class _Refresher:
+    """Brings a mutated graph to the state an ExportPass re-run would leave, without re-running it.
+
+    Memoizes per node the input values it last computed from, so only nodes whose inputs or
+    arguments changed are re-dispatched through FakeTensor.
+    """
+
+    def __init__(self, arm_call_operator: bool) -> None:
+        self._arm = arm_call_operator
+        self._seen: dict[Node, tuple[Any, ...]] = {}
+
+    def refresh(self, graph_module: GraphModule) -> None:
+        graph = graph_module.graph
+        for node in graph.nodes:
+            if node.op == "call_function":
+                target = node.target
+                if not (
+                    target is operator.getitem
+                    or isinstance(target, (EdgeOpOverload, torch._ops.OpOverload))
+                ):
+                    raise _RefreshUnsupported(f"target {target}")
+            elif node.op not in ("placeholder", "output"):
+                raise _RefreshUnsupported(f"op {node.op}")
+        if any(isinstance(m, GraphModule) for m in graph_module.children()):
+            raise _RefreshUnsupported("nested graph modules")
+
+        self._canonicalize_uses(graph_module)
+
+        fake_mode = _upstream.fake_mode_of(graph_module)
+        if fake_mode is None:
+            raise _RefreshUnsupported("no fake mode")
+        fake_mode.allow_non_fake_inputs = True
+        seen_meta: set[int] = set()
+        with fake_mode, _upstream.enable_python_dispatcher():
+            for node in graph.nodes:
+                if id(node.meta) in seen_meta:
+                    node.meta = dict(node.meta)
+                seen_meta.add(id(node.meta))
+                if node.op == "call_function":
+                    self._refresh_node(node)
+                elif node.op == "output":
+                    results = pytree.tree_map_only(Node, lambda n: n.meta.get("val"), node.args[0])
+                    node.meta["val"] = results
+                    node.meta["tensor_meta"] = pytree.tree_map(lambda _x: None, results)
+
+    @staticmethod
+    def _canonicalize_uses(graph_module: GraphModule) -> None:
+        """Rebuild input and user orders as a fresh trace creates them: graph order."""
+        for node in graph_module.graph.nodes:
+            node.args = node.args
+        # Re-registering in graph order leaves every `users` dict in graph order.
+
+    @staticmethod
+    def _key(node: Node) -> tuple[Any, ...]:
+        """What a node's value depends on: target, arguments and (by identity) its input values."""
+        values = tuple(n.meta.get("val") for n in node.all_input_nodes)
+        return (node.target, node.args, tuple(node.kwargs.items()), values, node.meta.get("val"))
+
+    @staticmethod
+    def _same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+        if old[0] is not new[0] or old[4] is not new[4] or len(old[3]) != len(new[3]):
+            return False
+        if any(a is not b for a, b in zip(old[3], new[3], strict=True)):
+            return False
+        try:
+            return bool(old[1] == new[1] and old[2] == new[2])
+        except Exception:  # an argument that cannot compare: recompute
+            return False
+
+    def _refresh_node(self, node: Node) -> None:
+        key = self._key(node)
+        old = self._seen.get(node)
+        if old is not None and self._same(old, key):
+            return
+        args, kwargs = pytree.tree_map_only(
+            Node, lambda n: n.meta.get("val"), (node.args, node.kwargs)
+        )
+        target: Callable[..., Any] = node.target
+        if (
+            self._arm
+            and target in _NO_QUANTIZED_FAKE_KERNEL
+            and len(node.meta.get("input_qparams", {})) > 0
+        ):
+            old_val = node.meta["val"]
+            output_qparams = node.meta.get("output_qparams", {})
+            dtype = (
+                next(iter(output_qparams.values())).dtype
+                if len(output_qparams) > 0
+                else old_val.dtype
+            )
+            value = torch.empty_like(old_val, dtype=dtype)
+        else:
+            value = target(*args, **kwargs)
+        node.meta["val"] = value
+        node.meta["tensor_meta"] = pytree.tree_map(
+            lambda x: None if isinstance(x, FakeTensor) or not isinstance(x, torch.Tensor) else x,
+            value,
+        )
+        self._seen[node] = self._key(node)
+
+
+class _ReplayAsRefresh(ExportPass):
+    """Placed after an upstream helper pass in the MRO: its closing ``super().call`` re-run refreshes instead."""
+
+    _refresher: _Refresher | None = None
+
+    def call(self, graph_module: GraphModule) -> PassResult:
+        refresher = self._refresher if self._refresher is not None else _Refresher(False)
+        try:
+            refresher.refresh(graph_module)
+        except _RefreshUnsupported:
+            return ExportPass.call(self, graph_module)
+        return PassResult(graph_module, True)
+
+
+class _FuseDuplicateUsers(FuseDuplicateUsersPass, _ReplayAsRefresh):
+    pass
+
+
+class _FuseIdenticalInputTransforms(FuseIdenticalInputTransformsPass, _ReplayAsRefresh):
+    pass
+
+
+class _CanonicalizeViewCopyPermute(CanonicalizeViewCopyPermutePass, _ReplayAsRefresh):
+    pass
+
+
+class _RemovePermutesAroundElementwiseTosaOps(
+    RemovePermutesAroundElementwiseTosaOps, _ReplayAsRefresh
+):
+    pass
+
+
+class _IncrementalMixin:
+    """Overrides of the upstream propagation pass: cheap intermediate re-runs, one real one at the end."""
+
+    _incremental_refresher: _Refresher | None = None
+
+    def _helper(self, helper: Any) -> Any:
+        helper._refresher = self._incremental_refresher
+        return helper
+
+    def _retrace(self, graph_module: GraphModule) -> GraphModule:
+        refresher = self._incremental_refresher
+        if refresher is None:
+            return super()._retrace(graph_module)  # type: ignore[misc]
+        graph_module.graph.eliminate_dead_code()
+        graph_module.graph.lint()
+        try:
+            refresher.refresh(graph_module)
+        except _RefreshUnsupported:
+            return ExportPass.call(self, graph_module).graph_module
+        return graph_module
+
+    def make_fusion_pass(self) -> ExportPass | None:
+        if self.exported_program is None:  # type: ignore[attr-defined]
+            return None
+        if self._incremental_refresher is None:
+            return super().make_fusion_pass()  # type: ignore[misc]
+        return self._helper(
+            _RemovePermutesAroundElementwiseTosaOps(self.exported_program)  # type: ignore[attr-defined]
+        )
+
+    def fuse_vertical(self, graph_module: GraphModule) -> PassResult:
+        if self._incremental_refresher is None:
+            return super().fuse_vertical(graph_module)  # type: ignore[misc]
+        modified = False
+        fusion_pass = self.make_fusion_pass()
+        if fusion_pass is not None:
+            result = fusion_pass.call(graph_module)
+            graph_module = result.graph_module
+            modified |= result.modified
+        result = self._helper(
+            _CanonicalizeViewCopyPermute(self._permute_targets)  # type: ignore[attr-defined]
+        ).call(graph_module)
+        graph_module = result.graph_module
+        modified |= result.modified
+        return PassResult(graph_module, modified)
+
+    def call(self, graph_module: GraphModule) -> PassResult:
+        self._incremental_refresher = _Refresher(True)
+        try:
+            result = super().call(graph_module)  # type: ignore[misc]
+        finally:
+            self._incremental_refresher = None
+        if not result.modified:
+            return result
+        graph_module = result.graph_module
+        graph_module.graph.eliminate_dead_code()
+        graph_module.graph.lint()
+        return PassResult(ExportPass.call(self, graph_module).graph_module, True)
+
+
+class IncrementalPropagateViewCopyPermuteUpPass(
+    _IncrementalMixin, _upstream.PropagateViewCopyPermuteUpPass
+):
+    """PropagateViewCopyPermuteUpPass with in-place metadata refresh instead of whole-graph re-runs."""
+
+    def fuse_horizontal(self, graph_module: GraphModule) -> PassResult:
+        if self._incremental_refresher is None:
+            return super().fuse_horizontal(graph_module)
+        result = self._helper(
+            _FuseDuplicateUsers(self.duplicate_user_fusion_exclusions())
+        ).call(graph_module)
+        return PassResult(result.graph_module, result.modified)
+
+
+class IncrementalPropagateViewCopyPermuteDownPass(
+    _IncrementalMixin, _upstream.PropagateViewCopyPermuteDownPass
+):
+    """PropagateViewCopyPermuteDownPass with in-place metadata refresh instead of whole-graph re-runs."""
+
+    def fuse_horizontal(self, graph_module: GraphModule) -> PassResult:
+        if self._incremental_refresher is None:
+            return super().fuse_horizontal(graph_module)
+        result = self._helper(
+            _FuseIdenticalInputTransforms(permute_targets=self._permute_targets)
+        ).call(graph_module)
+        return PassResult(result.graph_module, result.modified)
+
+
+_INCREMENTAL: dict[type, type] = {
+    _upstream.PropagateViewCopyPermuteUpPass: IncrementalPropagateViewCopyPermuteUpPass,
+    _upstream.PropagateViewCopyPermuteDownPass: IncrementalPropagateViewCopyPermuteDownPass,
+}
+
+
+def incremental_version(graph_pass: Any) -> Any:
+    """The incremental drop-in for an upstream propagation pass instance (same state), else the pass itself."""
+    replacement = _INCREMENTAL.get(type(graph_pass))
+    if replacement is None:
+        return graph_pass
+    clone: Any = object.__new__(replacement)
+    clone.__dict__.update(graph_pass.__dict__)
+    return clone
+
+
+# Upstream's Arm duplicate-user exclusions; imported so a rename upstream fails at import time.
+assert TOSA_EXCLUDED_TARGETS

@@ -1,0 +1,255 @@
+"""lower_to_arm: quantize, partition, lower and serialize a model for an Arm target, with the fast pipeline."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import operator
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from executorch.exir import to_edge_transform_and_lower
+from executorch.exir.delegate import executorch_call_delegate
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+from torch.export import ExportedProgram
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from lowerkit.arm_passes import _upstream
+from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline
+from lowerkit.arm_passes.devices import (
+    compile_spec_for,
+    is_ethos_u,
+    is_integer,
+    partitioner_for,
+    quantizer_for,
+)
+from lowerkit.arm_passes.errors import ArmLoweringError
+from lowerkit.pass_infra import PipelineReport
+
+__all__ = ["ArmLowering", "lower_to_arm"]
+
+
+@dataclass(frozen=True)
+class ArmLowering:
+    """The result of lower_to_arm: .pte bytes, TOSA flatbuffer(s), vela output(s), pipeline report(s)."""
+
+    target: str
+    pte: bytes
+    #: One TOSA flatbuffer per delegated partition, in lowering order.
+    tosa_flatbuffers: tuple[bytes, ...]
+    #: Ethos-U only: the vela-compiled delegate payload per partition (empty for TOSA targets).
+    vela_binaries: tuple[bytes, ...]
+    #: One PipelineReport per partition (empty when lowered with stock=True).
+    reports: tuple[PipelineReport, ...]
+    #: Operators left on the CPU (not delegated), e.g. ("aten::cumsum",); the quantize /
+    #: dequantize conversions at the delegate's inputs and outputs are not counted.
+    cpu_ops: tuple[str, ...] = ()
+    vela_log: str = field(default="", repr=False)
+    #: (scale, zero point) of the int8 quantize feeding each delegate input and of the
+    #: dequantize after each delegate output (empty for float lowerings).
+    input_qparams: tuple[tuple[float, int], ...] = ()
+    output_qparams: tuple[tuple[float, int], ...] = ()
+    #: The lowered program (delegate calls + CPU ops), as left by to_executorch.
+    program: ExportedProgram | None = field(default=None, repr=False, compare=False)
+    #: The program that was lowered: quantized (fake-quantized, runnable in torch) or float.
+    source_program: ExportedProgram | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def report(self) -> PipelineReport | None:
+        """The first partition's report (the usual single-partition case), or None."""
+        return self.reports[0] if self.reports else None
+
+    @property
+    def pte_sha256(self) -> str:
+        """sha256 of the .pte bytes."""
+        return hashlib.sha256(self.pte).hexdigest()
+
+    @property
+    def tosa_sha256(self) -> tuple[str, ...]:
+        """sha256 of each TOSA flatbuffer."""
+        return tuple(hashlib.sha256(b).hexdigest() for b in self.tosa_flatbuffers)
+
+    @property
+    def fully_delegated(self) -> bool:
+        """True when no operator stayed on the CPU."""
+        return not self.cpu_ops
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the .pte atomically (temp file + rename); return the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(self.pte)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return target
+
+
+def _as_tuple(example_inputs: Any) -> tuple[Any, ...]:
+    if isinstance(example_inputs, tuple):
+        return example_inputs
+    if isinstance(example_inputs, list):
+        return tuple(example_inputs)
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    raise ArmLoweringError(
+        f"example_inputs must be a tuple of tensors, got {type(example_inputs).__name__}; "
+        "pass e.g. (torch.randn(1, 3, 32, 32),)"
+    )
+
+
+def _export(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
+    if isinstance(model, ExportedProgram):
+        return model
+    if not isinstance(model, torch.nn.Module):
+        raise ArmLoweringError(
+            f"lower_to_arm needs a torch.nn.Module or a torch.export ExportedProgram, "
+            f"got {type(model).__name__}"
+        )
+    return torch.export.export(model, inputs)
+
+
+def _quantize(
+    program: ExportedProgram,
+    inputs: tuple[Any, ...],
+    compile_spec: Any,
+    calibration: Sequence[Sequence[Any]] | None,
+) -> ExportedProgram:
+    # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
+    module = program.module(check_guards=False)
+    prepared = prepare_pt2e(module, quantizer_for(compile_spec))
+    samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
+    if not samples:
+        raise ArmLoweringError("calibration is empty; pass at least one input tuple (or None)")
+    with torch.no_grad():
+        for sample in samples:
+            prepared(*sample)
+    converted = convert_pt2e(prepared)
+    return torch.export.export(converted, inputs)
+
+
+_IO_CONVERSIONS = frozenset(
+    {
+        "quantized_decomposed::quantize_per_tensor",
+        "quantized_decomposed::dequantize_per_tensor",
+    }
+)
+
+
+def _op_name(target: Any) -> str:
+    name = getattr(target, "_name", None) or getattr(target, "__name__", None) or str(target)
+    return str(name)
+
+
+def _cpu_ops(program: ExportedProgram) -> tuple[str, ...]:
+    ops: set[str] = set()
+    for node in program.graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is executorch_call_delegate or node.target is operator.getitem:
+            continue
+        name = _op_name(node.target)
+        if name in _IO_CONVERSIONS and _at_delegate_boundary(node):
+            continue
+        ops.add(name)
+    return tuple(sorted(ops))
+
+
+def _at_delegate_boundary(node: Any) -> bool:
+    """A quantize feeding only delegates, or a dequantize of a delegate output (via getitem)."""
+    if all(u.target is executorch_call_delegate for u in node.users):
+        return True
+    source: Any = node.args[0] if node.args else None
+    if getattr(source, "target", None) is operator.getitem:
+        source = source.args[0]
+    return getattr(source, "target", None) is executorch_call_delegate
+
+
+def _boundary_qparams(
+    program: ExportedProgram,
+) -> tuple[tuple[tuple[float, int], ...], tuple[tuple[float, int], ...]]:
+    inputs: list[tuple[float, int]] = []
+    outputs: list[tuple[float, int]] = []
+    for node in program.graph_module.graph.nodes:
+        if node.op != "call_function" or not _at_delegate_boundary(node):
+            continue
+        name = _op_name(node.target)
+        if name == "quantized_decomposed::quantize_per_tensor":
+            inputs.append((float(node.args[1]), int(node.args[2])))
+        elif name == "quantized_decomposed::dequantize_per_tensor":
+            outputs.append((float(node.args[1]), int(node.args[2])))
+    return tuple(inputs), tuple(outputs)
+
+
+def _delegate_payloads(program: ExportedProgram) -> list[bytes]:
+    payloads: list[bytes] = []
+    for _name, child in program.graph_module.named_children():
+        if isinstance(child, LoweredBackendModule) and child.backend_id == _upstream.ethosu_backend_id():
+            payloads.append(bytes(child.processed_bytes))
+    return payloads
+
+
+def lower_to_arm(
+    model_or_exported_program: torch.nn.Module | ExportedProgram,
+    example_inputs: tuple[Any, ...],
+    target: str,
+    *,
+    quantize: bool = True,
+    calibration: Sequence[Sequence[Any]] | None = None,
+    stock: bool = False,
+    verify: bool = False,
+) -> ArmLowering:
+    """Lower a model to an Arm target ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256").
+
+    INT and Ethos-U targets are quantized with the stock Arm quantizer first (calibrated on
+    `calibration`, default the example inputs) unless `quantize` is False; TOSA-1.0+FP lowers
+    in float. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
+    `stock=True` runs ExecuTorch's own pipeline (the reference); `verify=True` re-runs every
+    pass the stock way and raises on any difference.
+    """
+    compile_spec = compile_spec_for(target)
+    inputs = _as_tuple(example_inputs)
+    program = _export(model_or_exported_program, inputs)
+    if quantize and is_integer(target):
+        program = _quantize(program, inputs, compile_spec, calibration)
+
+    flatbuffers: list[bytes] = []
+    log = io.StringIO()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_upstream.capture_tosa_flatbuffers(flatbuffers))
+        reports: list[PipelineReport] = (
+            [] if stock else stack.enter_context(accelerated_arm_pipeline(verify=verify))
+        )
+        if is_ethos_u(target):
+            stack.enter_context(contextlib.redirect_stdout(log))
+        edge = to_edge_transform_and_lower(program, partitioner=[partitioner_for(compile_spec)])
+        lowered = edge.exported_program()
+        cpu_ops = _cpu_ops(lowered)
+        input_qparams, output_qparams = _boundary_qparams(lowered)
+        executorch_program = edge.to_executorch()
+        pte = bytes(executorch_program.buffer)
+    vela = _delegate_payloads(lowered) if is_ethos_u(target) else []
+    return ArmLowering(
+        target=target,
+        pte=pte,
+        tosa_flatbuffers=tuple(flatbuffers),
+        vela_binaries=tuple(vela),
+        reports=tuple(reports),
+        cpu_ops=cpu_ops,
+        vela_log=log.getvalue(),
+        input_qparams=input_qparams,
+        output_qparams=output_qparams,
+        program=lowered,
+        source_program=program,
+    )

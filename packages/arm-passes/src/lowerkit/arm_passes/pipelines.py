@@ -1,0 +1,34 @@
+"""The exact pass list ExecuTorch's ArmPassManager builds for a target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from lowerkit.arm_passes import _upstream
+from lowerkit.arm_passes.devices import compile_spec_for
+
+__all__ = ["arm_pipeline_passes"]
+
+
+class _Trivial(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+def _trivial_program() -> ExportedProgram:
+    from executorch.exir import to_edge
+
+    program = torch.export.export(_Trivial(), (torch.ones(2),))
+    return to_edge(program).exported_program()
+
+
+def arm_pipeline_passes(target: str, exported_program: ExportedProgram | None = None) -> list[Any]:
+    """The pass instances ArmPassManager.transform_to_backend_pipeline runs for `target`, in order.
+
+    Passes that hold the exported program are built for `exported_program` (default: a trivial one).
+    """
+    program = exported_program if exported_program is not None else _trivial_program()
+    return _upstream.build_pass_list(compile_spec_for(target), program)

@@ -1,0 +1,93 @@
+"""Run produced TOSA flatbuffers on the TOSA reference model (tosa-tools) and compare with torch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from lowerkit.arm_passes.errors import ArmLoweringError
+from lowerkit.arm_passes.lowering import ArmLowering
+
+__all__ = ["ReferenceCheck", "run_tosa_reference", "verify_on_reference_model"]
+
+
+@dataclass(frozen=True)
+class ReferenceCheck:
+    """Outcome of verify_on_reference_model: what was compared, max abs error and SQNR (dB)."""
+
+    compared: str
+    max_abs_error: float
+    sqnr_db: float
+
+
+def run_tosa_reference(flatbuffer: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run one TOSA flatbuffer on the TOSA reference model; returns its outputs as numpy arrays."""
+    import tosa_reference_model as reference_model  # type: ignore[import-untyped]
+
+    outputs, status = reference_model.run(
+        flatbuffer, list(inputs), verbosity="LOW", initialize_variable_tensor_from_numpy=True
+    )
+    if status != reference_model.GraphStatus.TOSA_VALID:
+        raise ArmLoweringError(f"the TOSA reference model rejected the flatbuffer (status {status})")
+    return list(outputs)
+
+
+def _flat(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for item in value for t in _flat(item)]
+
+
+def verify_on_reference_model(
+    lowering: ArmLowering, example_inputs: tuple[torch.Tensor, ...]
+) -> ReferenceCheck:
+    """Run the lowering's TOSA flatbuffer on the reference model and compare with torch.
+
+    INT targets: inputs are quantized with the delegate's input qparams, outputs dequantized,
+    and compared with the fake-quantized program run in torch. FP: compared with the float
+    program. Needs one fully delegated partition.
+    """
+    if len(lowering.tosa_flatbuffers) != 1 or not lowering.fully_delegated:
+        raise ArmLoweringError(
+            f"reference-model verification needs one fully delegated partition; this lowering has "
+            f"{len(lowering.tosa_flatbuffers)} partition(s) and CPU ops {list(lowering.cpu_ops)}"
+        )
+    if lowering.source_program is None:
+        raise ArmLoweringError("this ArmLowering carries no source program to compare against")
+    with torch.no_grad():
+        expected = _flat(lowering.source_program.module()(*example_inputs))
+    integer = bool(lowering.input_qparams)
+    if integer:
+        if len(lowering.input_qparams) != len(example_inputs):
+            raise ArmLoweringError("the delegate's quantized inputs do not match the example inputs")
+        feeds = [
+            torch.clamp(torch.round(x / scale) + zp, -128, 127).to(torch.int8).numpy()
+            for x, (scale, zp) in zip(example_inputs, lowering.input_qparams, strict=True)
+        ]
+    else:
+        feeds = [x.detach().numpy() for x in example_inputs]
+    raw = run_tosa_reference(lowering.tosa_flatbuffers[0], feeds)
+    if len(raw) != len(expected):
+        raise ArmLoweringError(f"the TOSA graph has {len(raw)} outputs, the program {len(expected)}")
+    got: list[torch.Tensor] = []
+    for index, (array, reference) in enumerate(zip(raw, expected, strict=True)):
+        value = torch.from_numpy(np.asarray(array).astype(np.float32)).reshape(reference.shape)
+        if integer:
+            scale, zp = lowering.output_qparams[index]
+            value = (value - zp) * scale
+        got.append(value)
+    error = max(float((g - e).abs().max()) for g, e in zip(got, expected, strict=True))
+    signal = sum(float((e.double() ** 2).sum()) for e in expected)
+    noise = sum(float(((g.double() - e.double()) ** 2).sum()) for g, e in zip(got, expected, strict=True))
+    sqnr = math.inf if noise == 0 else 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
+    compared = (
+        "TOSA reference model vs torch fake-quantized program"
+        if integer
+        else "TOSA reference model vs torch float program (eager)"
+    )
+    return ReferenceCheck(compared=compared, max_abs_error=error, sqnr_db=sqnr)

@@ -1,0 +1,207 @@
+"""The fast Arm backend pipeline: ArmPassManager's exact pass list, run through lowerkit.pass_infra.
+
+``FastArmPassManager`` is an ``ArmPassManager`` that builds the same pipeline (same classes,
+same order, same skip/insertion rules, same constraint check) and only replaces how it is run:
+each pass goes through ``PassPipeline`` (cheaper replay, wider FakeTensor cache, should_run
+skips and fast-copy from the audited target table), the permute-propagation fixpoints are
+swapped for their incremental drop-ins, and the per-pass exported-program bookkeeping of
+upstream's ``_ExportedProgramGraphPassAdapter`` is done once per pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from executorch.exir.pass_base import ExportPass
+from torch.export import ExportedProgram
+from torch.fx import GraphModule
+from torch.fx.passes.infra.pass_base import PassResult
+
+from lowerkit.arm_passes import _upstream
+from lowerkit.arm_passes.incremental import incremental_version
+from lowerkit.arm_passes.targets import targets_of
+from lowerkit.pass_infra import (
+    PassEquivalenceError,
+    PassPipeline,
+    PipelineReport,
+    as_targeted,
+    fast_copy_enabled,
+    first_difference,
+)
+
+__all__ = ["FastArmPassManager", "collect_reports", "fast_passes"]
+
+_LOCAL = threading.local()
+
+
+@contextlib.contextmanager
+def collect_reports(sink: list[PipelineReport]) -> Iterator[None]:
+    """Append the PipelineReport of every FastArmPassManager run in this thread to `sink`."""
+    previous = getattr(_LOCAL, "sink", None)
+    _LOCAL.sink = sink
+    try:
+        yield
+    finally:
+        _LOCAL.sink = previous
+
+
+class _ProgramState:
+    """The shallow exported-program copy upstream's ExportedProgramPassManager threads through passes.
+
+    `stale` is True while node metadata may not be what a replay would compute (a pass edited
+    the graph in place and relied on the next pass's replay to refresh it); then no pass may
+    fast-copy nodes, since fast-copy carries metadata over instead of recomputing it.
+    """
+
+    def __init__(self, program: ExportedProgram) -> None:
+        self.program = program
+        self.stale = True
+
+
+def _replays_only(graph_pass: Any) -> bool:
+    """True when the pass's call() is ExportPass's: its output is exactly a replay of its input."""
+    return type(graph_pass).call is ExportPass.call
+
+
+class _ArmStep:
+    """One pipeline entry: run a pass on the program's graph with upstream's adapter bookkeeping.
+
+    Skipping is upstream's own (ArmPass.should_run_pass, called inside the pass). The fast
+    instance (fast-copy of untargeted nodes) runs only while the metadata is fresh, else the
+    upstream instance replays. With `verify`, the upstream instance is first run the stock
+    way on deep copies, and the result must match (node names included) or
+    PassEquivalenceError is raised.
+    """
+
+    def __init__(
+        self, graph_pass: Any, state: _ProgramState, *, original: Any = None, verify: bool = False
+    ) -> None:
+        self.graph_pass = graph_pass
+        self.original = graph_pass if original is None else original
+        self.state = state
+        self.verify = verify
+        self.verified = 0
+        self.__name__ = type(graph_pass).__name__
+
+    def should_run_pass(self, graph_module: GraphModule) -> bool:
+        """Whether the pass will do work (for the report; the pass is called either way)."""
+        should_arm = getattr(self.original, "should_run_pass", None)
+        return bool(should_arm(graph_module)) if callable(should_arm) else True
+
+    def __call__(self, graph_module: GraphModule) -> PassResult:
+        program = self.state.program
+        reference: GraphModule | None = None
+        if self.verify:
+            reference_program = copy.deepcopy(program)
+            reference = _run_on_program(
+                _reference_copy(self.original),
+                reference_program,
+                reference_program.graph_module,
+                self.__name__,
+            ).graph_module
+        fast = self.graph_pass
+        uses_fast_copy = fast is not self.original and fast_copy_enabled(fast)
+        chosen = self.original if uses_fast_copy and self.state.stale else fast
+        result = _run_on_program(chosen, program, graph_module, self.__name__)
+        if result.graph_module is not graph_module and _replays_only(chosen):
+            self.state.stale = False  # the pass's output is a fresh replay
+        elif result.modified:
+            self.state.stale = True
+        if reference is not None:
+            _check_same(self.__name__, reference, result.graph_module)
+            self.verified += 1
+        return result
+
+
+def _reference_copy(graph_pass: Any) -> Any:
+    """A shallow copy of the upstream pass: deep copies would clone its op sets (EdgeOpOverload
+    objects do not survive deepcopy as equal objects), so the copy would not know its own ops."""
+    return copy.copy(graph_pass)
+
+
+def _run_on_program(
+    graph_pass: Any, program: ExportedProgram, graph_module: GraphModule, name: str
+) -> PassResult:
+    """What upstream's _ExportedProgramGraphPassAdapter does around one pass."""
+    has_program = hasattr(graph_pass, "exported_program")
+    previous = getattr(graph_pass, "exported_program", None)
+    if has_program:
+        graph_pass.exported_program = program
+    try:
+        result = graph_pass(graph_module)
+    finally:
+        if has_program:
+            graph_pass.exported_program = previous
+    if result is None:
+        raise TypeError(f"The result of pass {name} should be type PassResult.")
+    if result.modified:
+        _upstream.update_after_graph_pass(program, result.graph_module)
+    return result
+
+
+def _check_same(name: str, reference: GraphModule, checked: GraphModule) -> None:
+    difference = first_difference(reference, checked)
+    if difference is not None:
+        raise PassEquivalenceError(name, difference.node, difference.detail)
+    for ref_node, node in zip(reference.graph.nodes, checked.graph.nodes, strict=True):
+        if ref_node.name != node.name:
+            raise PassEquivalenceError(name, node.name, f"node name {node.name!r}, reference has {ref_node.name!r}")
+
+
+def fast_passes(passes: list[Any]) -> list[Any]:
+    """Map upstream pass instances to the instances lowerkit runs: incremental drop-ins or targeted copies."""
+    out: list[Any] = []
+    for graph_pass in passes:
+        replacement = incremental_version(graph_pass)
+        if replacement is not graph_pass:
+            out.append(replacement)
+            continue
+        entry = targets_of(graph_pass)
+        if entry is not None and entry.ops is not None and isinstance(graph_pass, ExportPass):
+            targeted = as_targeted(graph_pass, entry.ops)
+            out.append(targeted if fast_copy_enabled(targeted) else graph_pass)
+        else:
+            out.append(graph_pass)
+    return out
+
+
+def run_fast_pipeline(
+    passes: list[Any], exported_program: ExportedProgram, *, verify: bool = False
+) -> tuple[ExportedProgram, PipelineReport]:
+    """Run `passes` on a shallow copy of `exported_program` as ExportedProgramPassManager would."""
+    program = _upstream.shallow_program_copy(exported_program)
+    _upstream.check_program(program)
+    state = _ProgramState(program)
+    steps = [
+        _ArmStep(fast, state, original=original, verify=verify)
+        for fast, original in zip(fast_passes(passes), passes, strict=True)
+    ]
+    graph_module, report = PassPipeline(steps).run(program.graph_module)
+    if verify and not all(step.verified == 1 for step in steps):
+        raise AssertionError("verify mode did not check every pass")
+    if graph_module is not program.graph_module:
+        _upstream.update_after_graph_pass(program, graph_module)
+    _upstream.check_program(program)
+    return program, report
+
+
+class FastArmPassManager(_upstream.ArmPassManager):
+    """ArmPassManager that runs its own pass list through lowerkit.pass_infra."""
+
+    verify = False
+
+    def _transform(self, exported_program: ExportedProgram, graph_module: GraphModule) -> Any:
+        if graph_module is not exported_program.graph_module:
+            return super()._transform(exported_program, graph_module)
+        transformed, report = run_fast_pipeline(
+            list(self.passes), exported_program, verify=self.verify
+        )
+        _upstream.set_program_graph(exported_program, transformed)
+        sink = getattr(_LOCAL, "sink", None)
+        if sink is not None:
+            sink.append(report)
+        return exported_program.graph_module

@@ -1,0 +1,128 @@
+"""The incremental permute-propagation passes leave exactly the graph upstream's leave, with fewer re-runs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+from executorch.exir.pass_base import ExportPass
+
+from arm_passes_tests.conftest import graph_signature
+from lowerkit.arm_passes import (
+    IncrementalPropagateViewCopyPermuteDownPass,
+    IncrementalPropagateViewCopyPermuteUpPass,
+    _upstream,
+    arm_pipeline_passes,
+    lower_to_arm,
+)
+from lowerkit.arm_passes.incremental import incremental_version
+from lowerkit.arm_passes.runner import run_fast_pipeline
+
+UPSTREAM = {
+    "down": _upstream.PropagateViewCopyPermuteDownPass,
+    "up": _upstream.PropagateViewCopyPermuteUpPass,
+}
+
+
+def _count_replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    counter = [0]
+    original = ExportPass.call
+
+    def counting(self: Any, graph_module: Any) -> Any:
+        counter[0] += 1
+        return original(self, graph_module)
+
+    monkeypatch.setattr(ExportPass, "call", counting)
+    return counter
+
+
+@pytest.fixture(scope="module", params=["TOSA-1.0+INT", "TOSA-1.0+FP"])
+def before_propagation(request: Any, permute_net: Any) -> tuple[Any, list[Any], int, Any]:
+    """The backend program of PermuteNet and its pass list, run up to the first propagation pass."""
+    model, example, calibration = permute_net
+    captured: list[Any] = []
+    with _upstream.capture_backend_inputs(captured):
+        lower_to_arm(model, example, request.param, calibration=calibration, stock=True)
+    program, compile_spec = captured[0]
+    passes = _upstream.build_pass_list(compile_spec, program)
+    first = next(i for i, p in enumerate(passes) if isinstance(p, UPSTREAM["down"]))
+    with _upstream.tosa_context(compile_spec, program.graph_module):
+        transformed, _ = run_fast_pipeline(passes[:first], program)
+    return transformed, passes, first, compile_spec
+
+
+def _run(graph_pass: Any, program: Any) -> Any:
+    graph_pass.exported_program = program
+    result = graph_pass(program.graph_module)
+    return result
+
+
+@pytest.mark.parametrize("direction", ["down", "up"])
+def test_incremental_pass_equals_upstream(
+    before_propagation: tuple[Any, list[Any], int, Any],
+    direction: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    program, passes, first, compile_spec = before_propagation
+    with _upstream.tosa_context(compile_spec, program.graph_module):
+        _check_against_upstream(program, passes, first, direction, monkeypatch)
+
+
+def _check_against_upstream(
+    program: Any, passes: list[Any], first: int, direction: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = first if direction == "down" else first + 1
+    upstream_pass = passes[index]
+    assert isinstance(upstream_pass, UPSTREAM[direction])
+    start = copy.deepcopy(program)
+    if direction == "up":  # the Up pass runs on the Down pass's output, as in the pipeline
+        down = _run(copy.copy(passes[first]), start)
+        if down.modified:
+            _upstream.update_after_graph_pass(start, down.graph_module)
+
+    replays = _count_replays(monkeypatch)
+    reference_program = copy.deepcopy(start)
+    reference = _run(copy.copy(upstream_pass), reference_program)
+    stock_replays = replays[0]
+
+    replays[0] = 0
+    incremental = incremental_version(copy.copy(upstream_pass))
+    assert isinstance(
+        incremental,
+        IncrementalPropagateViewCopyPermuteDownPass if direction == "down" else IncrementalPropagateViewCopyPermuteUpPass,
+    )
+    fast = _run(incremental, copy.deepcopy(start))
+    fast_replays = replays[0]
+
+    assert fast.modified == reference.modified
+    if direction == "down":
+        assert reference.modified, "PermuteNet should give the Down pass work to do"
+    assert graph_signature(fast.graph_module) == graph_signature(reference.graph_module)
+    assert fast.graph_module.code == reference.graph_module.code
+    if reference.modified:
+        assert fast_replays <= 1 < stock_replays or stock_replays <= 1
+        assert fast_replays <= stock_replays
+
+
+def test_incremental_version_keeps_state() -> None:
+    passes = arm_pipeline_passes("TOSA-1.0+INT")
+    for graph_pass in passes:
+        replacement = incremental_version(graph_pass)
+        if replacement is graph_pass:
+            continue
+        assert isinstance(replacement, type(graph_pass))
+        assert replacement.compile_spec is graph_pass.compile_spec
+        assert replacement.exported_program is graph_pass.exported_program
+        assert replacement._permute_targets == graph_pass._permute_targets
+
+
+def test_graph_signature_sees_a_changed_graph(permute_net: Any) -> None:
+    """The comparison used above can fail: a renamed node changes it."""
+    model, example, _ = permute_net
+    gm = torch.export.export(model, example).graph_module
+    other = copy.deepcopy(gm)
+    node = next(n for n in other.graph.nodes if n.op == "call_function")
+    node.name = node.name + "_renamed"
+    assert graph_signature(gm) != graph_signature(other)

@@ -1,0 +1,51 @@
+"""Every pass class in the four Arm pipelines is accounted for in the audited target table."""
+
+from __future__ import annotations
+
+import pytest
+from executorch.exir.pass_base import ExportPass
+
+from lowerkit.arm_passes import ARM_TARGETS, PassTargets, arm_pipeline_passes, audit, targets_of
+from lowerkit.arm_passes.targets import LISTED_TARGETS, WHOLE_GRAPH
+
+#: Pipeline lengths ExecuTorch 1.5.1's ArmPassManager builds (U55 has no DecomposeMaskedFillPass).
+EXPECTED_LENGTHS = {"TOSA-1.0+INT": 147, "TOSA-1.0+FP": 147, "ethos-u55-128": 146, "ethos-u85-256": 147}
+
+
+@pytest.fixture(scope="module")
+def pipelines() -> dict[str, list[object]]:
+    return {target: arm_pipeline_passes(target) for target in ARM_TARGETS}
+
+
+def test_every_pass_is_accounted_for(pipelines: dict[str, list[object]]) -> None:
+    for target, passes in pipelines.items():
+        assert audit(passes) == [], f"{target}: passes with no targets and no whole-graph reason"
+
+
+def test_pipeline_lengths_match_executorch(pipelines: dict[str, list[object]]) -> None:
+    assert {t: len(p) for t, p in pipelines.items()} == EXPECTED_LENGTHS
+
+
+def test_entries_are_either_targeted_or_reasoned(pipelines: dict[str, list[object]]) -> None:
+    for passes in pipelines.values():
+        for graph_pass in passes:
+            entry = targets_of(graph_pass)
+            assert isinstance(entry, PassTargets)
+            if entry.ops is None:
+                assert entry.source == "whole-graph" and entry.reason
+                assert "\n" not in entry.reason
+            else:
+                assert entry.ops and entry.source in ("upstream", "listed")
+
+
+def test_table_has_no_stale_names(pipelines: dict[str, list[object]]) -> None:
+    names = {type(p).__name__ for passes in pipelines.values() for p in passes}
+    assert set(WHOLE_GRAPH) <= names, set(WHOLE_GRAPH) - names
+    assert set(LISTED_TARGETS) <= names, set(LISTED_TARGETS) - names
+
+
+def test_an_unknown_pass_is_reported() -> None:
+    class SomeNewUpstreamPass(ExportPass):
+        pass
+
+    assert audit([SomeNewUpstreamPass()]) == ["SomeNewUpstreamPass"]
