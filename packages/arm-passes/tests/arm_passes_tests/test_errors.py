@@ -23,7 +23,7 @@ def test_bad_inputs_are_explained() -> None:
     with pytest.raises(ArmLoweringError, match="tuple of tensors"):
         lower_to_arm(torch.nn.ReLU(), "not a tensor", "TOSA-1.0+FP")  # type: ignore[arg-type]
     with pytest.raises(ArmLoweringError, match=r"torch\.nn\.Module"):
-        lower_to_arm(object(), (torch.ones(1),), "TOSA-1.0+FP")  # type: ignore[arg-type]
+        lower_to_arm(object(), (torch.ones(1),), "TOSA-1.0+FP")  # type: ignore[arg-type,unused-ignore]
 
 
 class _WithUnsupportedOp(torch.nn.Module):

@@ -70,6 +70,4 @@ def verify_arm(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
         "max_abs_error": check.max_abs_error,
         "sqnr_db": check.sqnr_db,
     }
-    if check.max_error_quanta is not None:
-        result["max_error_quanta"] = check.max_error_quanta
     return result
