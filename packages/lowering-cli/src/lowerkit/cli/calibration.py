@@ -23,9 +23,9 @@ def load(path: Path | None, source: ModelSource, *, warn: list[str]) -> list[Inp
         )
         generator = torch.Generator().manual_seed(0)
         return [_random_like(source.example_inputs, generator) for _ in range(DEFAULT_BATCHES)]
-    files = sorted(path.glob("*.pt")) if path.is_dir() else [path]
     if not path.exists():
         raise UsageError(f"calibration path '{path}' does not exist")
+    files = sorted(path.glob("*.pt")) if path.is_dir() else [path]
     if not files:
         raise UsageError(f"calibration folder '{path}' holds no .pt files")
     batches: list[Inputs] = []
