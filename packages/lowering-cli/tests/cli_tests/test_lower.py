@@ -91,3 +91,20 @@ def test_op_no_backend_takes_stays_on_cpu_and_is_reported(lowerkit, tmp_path, mo
     assert "partial delegation" in outcome.err and "aten::sort" in outcome.err
     delegates = json.loads(lowerkit("inspect", str(out), "--json").out)["methods"][0]["delegates"]
     assert delegates and {d["backend_id"] for d in delegates} == {"TOSABackend"}
+
+
+def test_json_output_stays_json_when_arm_verification_runs_the_reference_model(tmp_path):
+    """The TOSA reference model prints to file descriptor 1; --json must still be clean."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "from lowerkit.cli import run; run()", "lower", "zoo:ds_cnn", "-t", "tosa-fp", "-o", str(tmp_path / "m.pte"), "--verify", "--json", "-q"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["verification"]["max_abs_error"] <= 1e-5

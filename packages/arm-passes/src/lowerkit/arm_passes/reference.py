@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +29,33 @@ class ReferenceCheck:
     sqnr_db: float
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send what native code prints to stdout (file descriptor 1) to stderr meanwhile.
+
+    The reference model prints warnings to stdout, which would corrupt a caller's own output
+    (e.g. `lowerkit lower --json`).
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        ctypes.CDLL(None).fflush(None)  # native code's buffered stdio output goes to stderr too
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def run_tosa_reference(flatbuffer: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run one TOSA flatbuffer on the TOSA reference model; returns its outputs as numpy arrays."""
     import tosa_reference_model as reference_model  # type: ignore[import-untyped]
 
-    outputs, status = reference_model.run(
-        flatbuffer, list(inputs), verbosity="LOW", initialize_variable_tensor_from_numpy=True
-    )
+    with _stdout_to_stderr():
+        outputs, status = reference_model.run(
+            flatbuffer, list(inputs), verbosity="LOW", initialize_variable_tensor_from_numpy=True
+        )
     if status != reference_model.GraphStatus.TOSA_VALID:
         raise ArmLoweringError(f"the TOSA reference model rejected the flatbuffer (status {status})")
     return list(outputs)
