@@ -49,15 +49,18 @@ def main() -> None:
         )
         seconds = time.perf_counter() - began
         row: dict[str, object] = {"model": model, "target": target, "exit": done.returncode, "seconds": round(seconds, 1)}
-        if done.returncode == 0:
-            summary = json.loads(done.stdout)
+        try:
+            summary = json.loads(done.stdout) if done.returncode == 0 else None
+        except json.JSONDecodeError:
+            summary, row["exit"], row["error"] = None, -1, "stdout was not the JSON --json promises"
+        if summary is not None:
             inspected = subprocess.run(
                 [sys.executable, "-m", "lowerkit.cli", "inspect", str(out), "--json"],
                 capture_output=True, text=True, check=False,
             )
             delegates = [d["backend_id"] for m in json.loads(inspected.stdout)["methods"] for d in m["delegates"]] if inspected.returncode == 0 else ["INSPECT FAILED"]
             row.update(bytes=summary["pte_bytes"], delegates=delegates, verification=summary["verification"], cpu_ops=summary["cpu_ops"])
-        else:
+        elif "error" not in row:
             row["error"] = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no message"
         rows.append(row)
         print(json.dumps(row), flush=True)
