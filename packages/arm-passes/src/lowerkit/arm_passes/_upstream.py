@@ -117,34 +117,39 @@ def patched_arm_pass_manager(replacement: type) -> Iterator[None]:
 @contextlib.contextmanager
 def capture_tosa_flatbuffers(sink: list[bytes]) -> Iterator[None]:
     """Append every TOSA flatbuffer TOSABackend produces (also inside EthosUBackend) to `sink`."""
-    original = TOSABackend.__dict__["_preprocess"]
-    inner = original.__func__
 
-    def recording(edge_program: ExportedProgram, compile_spec: Any) -> Any:
+    def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
         result = inner(edge_program, compile_spec)
         sink.append(bytes(result.processed_bytes))
         return result
 
-    with _PATCH_LOCK:
-        TOSABackend._preprocess = staticmethod(recording)
-        try:
-            yield
-        finally:
-            TOSABackend._preprocess = original
+    with _preprocess_wrapped(recording):
+        yield
 
 
 @contextlib.contextmanager
 def capture_backend_inputs(sink: list[tuple[ExportedProgram, Any]]) -> Iterator[None]:
     """Record a deep copy of each (edge program, TOSA compile spec) TOSABackend preprocesses."""
-    original = TOSABackend.__dict__["_preprocess"]
-    inner = original.__func__
 
-    def recording(edge_program: ExportedProgram, compile_spec: Any) -> Any:
+    def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
         sink.append((copy.deepcopy(edge_program), compile_spec))
         return inner(edge_program, compile_spec)
 
+    with _preprocess_wrapped(recording):
+        yield
+
+
+@contextlib.contextmanager
+def _preprocess_wrapped(wrapper: Any) -> Iterator[None]:
+    """Route TOSABackend._preprocess through `wrapper(edge_program, compile_spec, inner)` meanwhile."""
+    original = TOSABackend.__dict__["_preprocess"]
+    inner = original.__func__
+
+    def wrapped(edge_program: ExportedProgram, compile_spec: Any) -> Any:
+        return wrapper(edge_program, compile_spec, inner)
+
     with _PATCH_LOCK:
-        TOSABackend._preprocess = staticmethod(recording)
+        TOSABackend._preprocess = staticmethod(wrapped)
         try:
             yield
         finally:
