@@ -1,6 +1,6 @@
 """Lower every zoo model to every target it applies to with `lowerkit lower --verify`, then inspect.
 
-    ./pants run tools/e2e/sweep.py -- [--out DIR] [--json FILE]
+    ./pants run tools/e2e/sweep.py -- [--out DIR] [--json FILE] [--only tosa-int,zoo_model,...]
 
 Prints one row per (model, target): exit code, seconds, .pte size, delegates, verification;
 exits 1 if any lowering failed.
@@ -20,12 +20,12 @@ from lowerkit import zoo
 from lowerkit.cli import targets
 
 
-def _cases() -> list[tuple[str, str]]:
+def _cases(only: set[str] | None) -> list[tuple[str, str]]:
     return [
         (model.name, target.name)
         for target in targets.TARGETS.values()
         for model in zoo.models()
-        if target.backend in model.backends
+        if target.backend in model.backends and (only is None or target.name in only or model.name in only)
     ]
 
 
@@ -33,12 +33,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="Keep the .pte files here (default: a temporary folder).")
     parser.add_argument("--json", type=Path, help="Also write the rows as JSON.")
+    parser.add_argument("--only", help="Comma-separated target or zoo model names to keep (default: all).")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="lowerkit-sweep-"))
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
     start = time.perf_counter()
-    for model, target in _cases():
+    for model, target in _cases(set(args.only.split(",")) if args.only else None):
         out = folder / f"{model}.{target}.pte"
         began = time.perf_counter()
         done = subprocess.run(

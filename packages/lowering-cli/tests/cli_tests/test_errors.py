@@ -79,6 +79,18 @@ def factories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
             def good():
                 return torch.nn.Linear(4, 2), (torch.randn(1, 4),)
 
+            class AdditiveMask(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(4, 4)
+                    self.register_buffer("mask", torch.full((4, 4), float("-inf")).triu(1))
+
+                def forward(self, x):
+                    return torch.softmax(self.proj(x) + self.mask, dim=-1)
+
+            def additive_mask():
+                return AdditiveMask(), (torch.randn(4, 4),)
+
             not_callable = 3
             """
         )
@@ -95,6 +107,12 @@ def test_factory_that_returns_the_wrong_thing(lowerkit, factories, out):
 def test_factory_that_raises(lowerkit, factories, out):
     outcome = lowerkit("lower", f"{factories}:raises", "-t", "coreml", "-o", str(out))
     assert_one_line_error(outcome, 2, "RuntimeError: weights missing")
+
+
+def test_int8_calibration_that_sees_infinity(lowerkit, factories, out):
+    outcome = lowerkit("lower", f"{factories}:additive_mask", "-t", "coreml-int8", "-o", str(out), "-q")
+    assert_one_line_error(outcome, 1, "calibration saw a non-finite value in `mask`", "masked_fill")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["user_factories.py"]
 
 
 def test_factory_name_that_is_not_callable(lowerkit, factories, out):

@@ -22,11 +22,15 @@ __all__ = ["ReferenceCheck", "run_tosa_reference", "verify_on_reference_model"]
 
 @dataclass(frozen=True)
 class ReferenceCheck:
-    """Outcome of verify_on_reference_model: what was compared, max abs error and SQNR (dB)."""
+    """Outcome of verify_on_reference_model: what was compared, max abs error and SQNR (dB).
+
+    For INT targets also the largest error in output quanta (steps of the output's scale).
+    """
 
     compared: str
     max_abs_error: float
     sqnr_db: float
+    max_error_quanta: float | None = None
 
 
 @contextlib.contextmanager
@@ -99,11 +103,13 @@ def verify_on_reference_model(
     if len(raw) != len(expected):
         raise ArmLoweringError(f"the TOSA graph has {len(raw)} outputs, the program {len(expected)}")
     got: list[torch.Tensor] = []
+    quanta = 0.0
     for index, (array, reference) in enumerate(zip(raw, expected, strict=True)):
         value = torch.from_numpy(np.asarray(array).astype(np.float32)).reshape(reference.shape)
         if integer:
             scale, zp = lowering.output_qparams[index]
             value = (value - zp) * scale
+            quanta = max(quanta, float((value - reference).abs().max()) / scale)
         got.append(value)
     error = max(float((g - e).abs().max()) for g, e in zip(got, expected, strict=True))
     signal = sum(float((e.double() ** 2).sum()) for e in expected)
@@ -114,4 +120,6 @@ def verify_on_reference_model(
         if integer
         else "TOSA reference model vs torch float program (eager)"
     )
-    return ReferenceCheck(compared=compared, max_abs_error=error, sqnr_db=sqnr)
+    return ReferenceCheck(
+        compared=compared, max_abs_error=error, sqnr_db=sqnr, max_error_quanta=round(quanta, 3) if integer else None
+    )

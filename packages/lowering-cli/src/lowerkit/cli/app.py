@@ -132,7 +132,7 @@ def lower_command(
 
 
 def _verification_line(check: dict[str, Any]) -> str:
-    parts = [f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}" for key, value in check.items() if key not in ("note", "compared")]
+    parts = [f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}" for key, value in check.items() if key not in ("note", "compared")]
     text = ", ".join(parts) if parts else "nothing to compare"
     if "compared" in check:
         text += f" ({check['compared']})"
@@ -201,7 +201,8 @@ DEMO_RUNS: list[tuple[str, str]] = [
 def _short_verification(check: dict[str, Any]) -> str:
     for key, label in (("sqnr_db", "SQNR"), ("output_sqnr_db", "output SQNR"), ("weight_sqnr_db", "weight SQNR")):
         if isinstance(check.get(key), float):
-            return f"{label} {check[key]:.1f} dB"
+            quanta = check.get("max_error_quanta")
+            return f"{label} {check[key]:.1f} dB" + (f", max error {quanta:g} quanta" if quanta is not None else "")
     return "no quantization to check"
 
 

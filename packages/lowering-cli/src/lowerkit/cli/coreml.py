@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lowerkit.cli.errors import UsageError
+from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.model_source import Inputs, ModelSource
 from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
@@ -61,13 +61,11 @@ def lower(
     options = compile_options(target, pass_names)
     with steps.step("export"):
         exported = source.export()
-    reference: torch.export.ExportedProgram | None = None
+    reference: torch.nn.Module | None = None
     if target.name == "coreml-int8":
-        exported = _quantize_static(exported, source, calibration, steps)
-        reference = exported
+        exported, reference = _quantize_static(exported, source, calibration, steps)
     elif target.name == "coreml-palettize4":
-        exported = _palettize(source, steps)
-        reference = exported
+        exported, reference = _palettize(source, steps)
     with steps.step("lower to Core ML"):
         edge = to_edge_transform_and_lower(exported, partitioner=[CoreMLPartitioner(compile_specs=options)])
     with steps.step("serialize"):
@@ -83,7 +81,8 @@ def _quantize_static(
     source: ModelSource,
     calibration: list[Inputs],
     steps: Steps,
-) -> torch.export.ExportedProgram:
+) -> tuple[torch.export.ExportedProgram, torch.nn.Module]:
+    """The quantized program, and the converted module it was exported from (for --verify)."""
     from coremltools.optimize.torch.quantization.quantization_config import (
         LinearQuantizerConfig,
         QuantizationScheme,
@@ -104,23 +103,62 @@ def _quantize_static(
     )
     with steps.step("quantize (pt2e static int8)"):
         prepared = prepare_pt2e(exported.module(), CoreMLQuantizer(config))
-        with torch.no_grad():
-            for batch in calibration:
-                prepared(*batch)
+        try:
+            with torch.no_grad():
+                for batch in calibration:
+                    prepared(*batch)
+        except AssertionError:  # torchao's observers assert on the ranges they compute
+            _check_finite_ranges(prepared)
+            raise
+        _check_finite_ranges(prepared)
         converted = convert_pt2e(prepared)
     with steps.step("export quantized"):
-        return torch.export.export(converted, source.example_inputs)
+        return torch.export.export(converted, source.example_inputs), converted
 
 
-def _palettize(source: ModelSource, steps: Steps) -> torch.export.ExportedProgram:
+def _check_finite_ranges(prepared: torch.fx.GraphModule) -> None:
+    """Fail clearly when calibration saw ±inf or NaN where int8 needs a finite range."""
+    for node in prepared.graph.nodes:
+        observer = getattr(prepared, str(node.target), None) if node.op == "call_module" else None
+        # A fake-quantize module wraps the observer that holds the range.
+        observer = getattr(observer, "activation_post_process", observer)
+        low, high = getattr(observer, "min_val", None), getattr(observer, "max_val", None)
+        if not isinstance(low, torch.Tensor) or not isinstance(high, torch.Tensor) or low.numel() == 0:
+            continue
+        if bool(torch.isfinite(low).all()) and bool(torch.isfinite(high).all()):
+            continue
+        observed = node.args[0] if node.args else node
+        raise LoweringError(
+            f"calibration saw a non-finite value in `{observed}` (min {float(low.min())}, max {float(high.max())}), "
+            "which int8 cannot represent; use a finite mask (e.g. masked_fill before softmax instead of adding "
+            "-inf) or a weight-only target (coreml-w8, coreml-w4)"
+        )
+
+
+#: Input columns that share one 4-bit lookup table, where a linear layer's width allows it.
+PALETTE_GROUP = 16
+
+
+def _palettize(source: ModelSource, steps: Steps) -> tuple[torch.export.ExportedProgram, torch.nn.Module]:
+    """Palettize every linear layer to 4 bits, one table per 16 input columns (else per weight).
+
+    Returns the program and the palettized eager module it was exported from (for --verify).
+    """
     from torchao.prototype.quantization.codebook_coreml import CodebookWeightOnlyConfig
     from torchao.quantization import quantize_
 
+    def grouped(module: torch.nn.Module, _fqn: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and module.in_features % PALETTE_GROUP == 0
+
+    def ungrouped(module: torch.nn.Module, _fqn: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and module.in_features % PALETTE_GROUP != 0
+
     with steps.step("palettize (4-bit codebook)"):
         module = copy.deepcopy(source.eager())
-        quantize_(module, CodebookWeightOnlyConfig(dtype=torch.uint4, block_size=[-1, 16]))
+        quantize_(module, CodebookWeightOnlyConfig(dtype=torch.uint4, block_size=[-1, PALETTE_GROUP]), grouped)
+        quantize_(module, CodebookWeightOnlyConfig(dtype=torch.uint4, block_size=[-1, -1]), ungrouped)
     with steps.step("export palettized"):
-        return torch.export.export(module, source.example_inputs)
+        return torch.export.export(module, source.example_inputs), module
 
 
 def _cpu_ops(graph_module: torch.fx.GraphModule) -> list[str]:

@@ -39,7 +39,7 @@ def verify_coreml(lowered: Lowered, source: ModelSource, payloads: list[bytes]) 
     result: dict[str, Any] = {"note": COREML_CANNOT_RUN}
     float_outputs = _outputs(source.eager(), source.example_inputs)
     if lowered.reference is not None:
-        quantized = _outputs(lowered.reference.module(), source.example_inputs)
+        quantized = _outputs(lowered.reference, source.example_inputs)
         result["output_sqnr_db"] = min(
             sqnr_db(f, q) for f, q in zip(float_outputs, quantized, strict=True)
         )
@@ -70,4 +70,6 @@ def verify_arm(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
         "max_abs_error": check.max_abs_error,
         "sqnr_db": check.sqnr_db,
     }
+    if check.max_error_quanta is not None:
+        result["max_error_quanta"] = check.max_error_quanta
     return result

@@ -19,15 +19,17 @@ class _Attention(nn.Module):
         super().__init__()
         self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
         self.out = nn.Linear(WIDTH, WIDTH)
-        mask = torch.full((CONTEXT, CONTEXT), float("-inf")).triu(1)
-        self.register_buffer("mask", mask, persistent=False)
+        # A boolean mask filled in with masked_fill: an additive -inf mask would be an input
+        # of the add that static quantizers observe, and give them an infinite range.
+        future = torch.ones(CONTEXT, CONTEXT, dtype=torch.bool).triu(1)
+        self.register_buffer("future", future, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
         head = WIDTH // HEADS
         q, k, v = self.qkv(x).split(WIDTH, dim=-1)
         q, k, v = (t.reshape(batch, length, HEADS, head).transpose(1, 2) for t in (q, k, v))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(head) + self.mask[:length, :length]
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(head)).masked_fill(self.future[:length, :length], float("-inf"))
         y = torch.softmax(scores, dim=-1) @ v
         return self.out(y.transpose(1, 2).reshape(batch, length, WIDTH))
 
