@@ -23,11 +23,12 @@ import torch.fx.proxy as _fx_proxy
 import torch.fx.traceback as _fx_traceback
 from executorch.exir import pass_base as _pass_base
 from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
-from executorch.exir.pass_base import NodeMetadata, ProxyValue
+from executorch.exir.pass_base import ExportPass, NodeMetadata, ProxyValue
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import Node
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.immutable_collections import immutable_dict as _immutable_dict
+from torch.fx.immutable_collections import immutable_list as _immutable_list
 from torch.fx.interpreter import Interpreter
 from torch.fx.passes.infra.pass_base import PassResult
 from torch.fx.traceback import NodeSource, NodeSourceAction
@@ -47,17 +48,21 @@ __all__ = [
     "cache_key_func",
     "cheap_replay_patches",
     "copy_node_direct",
+    "extract_symbolic_snapshot",
     "fake_cache_patches",
     "fake_state_snapshot",
     "in_pipeline",
     "is_bypass_entry",
     "is_vouched",
+    "map_proxy_values",
     "pipeline_running",
+    "plainly_static",
     "realize",
     "replay_state_snapshot",
     "shared_current_meta",
     "shared_node_source",
     "stock_run_node",
+    "validate_symbolic_inputs",
     "vouch_graph",
     "vouch_node",
 ]
@@ -345,7 +350,6 @@ def in_pipeline() -> bool:
 
 _replay_tls = threading.local()
 _MISSING = object()
-_stock_fx = ExportPassBase._fx
 _stock_set_metadata = ExportPassBase.ExportTracer.set_metadata
 
 
@@ -418,10 +422,10 @@ def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: A
     replayed node's recorded value from the very same inputs."""
     val = _recorded_value(self, kind, target, args, kwargs)
     if val is _MISSING:
-        result: ProxyValue = _stock_fx(self, kind, target, args, kwargs, meta)
+        result = _direct_fx(self, kind, target, args, kwargs, meta)
         vouch_node(result.node)
         return result
-    args_proxy, kwargs_proxy = pytree.tree_map_only(ProxyValue, lambda x: x.proxy, (args, kwargs))
+    args_proxy, kwargs_proxy = map_proxy_values(_proxy_of, (args, kwargs))
     name = None
     if isinstance(target, torch._ops.OpOverload):
         name = self.tracer.graph._target_to_str(target.overloadpacket.__name__)
@@ -465,6 +469,116 @@ def _make_cheap_run_node(lazy: _LazyDebugStr, reuse_values: bool) -> Callable[[A
     return run_node
 
 
+# ------------------------------------------------------------------- cheaper tracing
+#
+# A replay spends much of its time in generic machinery that gives a known answer for the
+# plain arguments ExportPass graphs hold: pytree mapping of ProxyValues over tuples / lists /
+# dicts, and the five create_arg layers of ExportPass's tracer (each with isinstance checks,
+# some against metaclasses with costly __instancecheck__) for a Proxy or an int. The
+# functions below give the same results directly and defer to the stock code for anything
+# else.
+
+#: Argument types every create_arg layer of ExportPass.ExportTracer returns unchanged.
+_PLAIN_ARG_TYPES: frozenset[type] = frozenset(
+    {
+        int, float, bool, complex, str, type(None), type(...),
+        torch.dtype, torch.device, torch.memory_format, torch.layout,
+    }
+)
+#: Leaf types pytree maps as leaves (none is a registered pytree node) and that are no ProxyValue.
+_PYTREE_LEAF_TYPES: frozenset[type] = frozenset(
+    t for t in (*_PLAIN_ARG_TYPES, FakeTensor) if t not in pytree.SUPPORTED_NODES
+)
+_stock_create_arg = ExportPass.ExportTracer.create_arg
+
+
+def _fast_create_arg(self: Any, a: Any) -> Any:
+    """``ExportPass.ExportTracer.create_arg``: proxies, plain values and plain containers of
+    them map directly to what the stock layers return; anything else goes through them."""
+    kind = type(a)
+    if kind is _fx_proxy.Proxy:
+        return a.node
+    if kind in _PLAIN_ARG_TYPES:
+        return a
+    if kind is tuple:
+        return tuple([self.create_arg(e) for e in a])
+    if kind is list or kind is _immutable_list:
+        return [self.create_arg(e) for e in a]
+    if (kind is dict or kind is _immutable_dict) and all(type(k) is str for k in a):
+        return {k: self.create_arg(v) for k, v in a.items()}
+    return _stock_create_arg(self, a)
+
+
+def map_proxy_values(fn: Callable[[ProxyValue], Any], tree: Any) -> Any:
+    """``pytree.tree_map_only(ProxyValue, fn, tree)``, direct for tuples, lists, dicts and plain leaves."""
+    kind = type(tree)
+    if kind is ProxyValue:
+        return fn(tree)
+    if kind in _PYTREE_LEAF_TYPES:
+        return tree
+    if kind is tuple:
+        return tuple([map_proxy_values(fn, e) for e in tree])
+    if kind is list:
+        return [map_proxy_values(fn, e) for e in tree]
+    if kind is dict:
+        return {k: map_proxy_values(fn, v) for k, v in tree.items()}
+    if kind is _immutable_list:
+        return _immutable_list([map_proxy_values(fn, e) for e in tree])
+    if kind is _immutable_dict:
+        return _immutable_dict({k: map_proxy_values(fn, v) for k, v in tree.items()})
+    return pytree.tree_map_only(ProxyValue, fn, tree)
+
+
+def _data_of(value: ProxyValue) -> Any:
+    return value.data
+
+
+def _proxy_of(value: ProxyValue) -> Any:
+    return value.proxy
+
+
+def _direct_fx(
+    self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any
+) -> ProxyValue:
+    """``_ExportPassBase._fx``, step by step, with ProxyValues mapped by `map_proxy_values`."""
+    args_data, kwargs_data = map_proxy_values(_data_of, (args, kwargs))
+    res_data = getattr(self.interpreter, kind)(target, args_data, kwargs_data)
+    args_proxy, kwargs_proxy = map_proxy_values(_proxy_of, (args, kwargs))
+    name = None
+    if isinstance(target, torch._ops.OpOverload):
+        name = self.tracer.graph._target_to_str(target.overloadpacket.__name__)
+    res_proxy = self.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
+    res_proxy.node.meta.update(meta.data)
+    self.tracer.set_metadata(res_proxy.node, res_data)
+    return ProxyValue(res_data, res_proxy)
+
+
+#: Stock's snapshot of an input value's symbolic sizes (None when it has none).
+extract_symbolic_snapshot: Callable[[Any], Any] = _pass_base._extract_symbolic_snapshot
+_stock_validate_snapshots = ExportPassBase._validate_symbolic_input_snapshots
+_stock_capture_snapshots = ExportPassBase._capture_symbolic_input_snapshots
+
+
+def validate_symbolic_inputs(pass_: Any, old: Any, new: Any) -> None:
+    """``_validate_symbolic_input_snapshots``: it checks nothing when no input of `old` is
+    symbolic, which a look at the placeholders' values shows without pytree snapshots."""
+    cls = type(pass_)
+    if (
+        cls._validate_symbolic_input_snapshots is _stock_validate_snapshots
+        and cls._capture_symbolic_input_snapshots is _stock_capture_snapshots
+        and all(plainly_static(n.meta.get("val")) for n in old.graph.find_nodes(op="placeholder"))
+    ):
+        return
+    pass_._validate_symbolic_input_snapshots(old, new)
+
+
+def plainly_static(val: Any) -> bool:
+    """True when `val` has no symbolic snapshot: a FakeTensor with int sizes, or a plain value."""
+    if type(val) is FakeTensor:
+        return all(type(d) is int for d in val.shape)
+    return type(val) in _PLAIN_ARG_TYPES
+
+
 _DUMMY_INTERPRETER: list[Interpreter] = []
 
 
@@ -488,11 +602,11 @@ def _lazy_call_submodule(self: Any, graph_module: Any, inputs: Any) -> Any:
     self.tracer.fake_tensor_mode = prev_tracer.fake_tensor_mode
     interpreter = self.ExportInterpreter(self, graph_module)
     prev_interpreter, self.interpreter = self.interpreter, _dummy_interpreter()
-    inputs_data = pytree.tree_map_only(ProxyValue, lambda x: x.data, inputs)
+    inputs_data = map_proxy_values(_data_of, inputs)
     with _fx_traceback.preserve_node_meta():
         interpreter.run(*inputs_data)
     new_graph_module = _LazyGraphModule(self.tracer.root, self.tracer.graph)
-    self._validate_symbolic_input_snapshots(graph_module, new_graph_module)
+    validate_symbolic_inputs(self, graph_module, new_graph_module)
     new_graph_module.meta = graph_module.meta.copy()
     self.tracer = prev_tracer
     self.interpreter = prev_interpreter
@@ -513,6 +627,7 @@ def cheap_replay_patches(*, reuse_values: bool = True, lazy_recompile: bool = Tr
         (_StockInterpreter, "run_node", _make_cheap_run_node(lazy, reuse_values)),
         (ExportPassBase, "node_debug_str", lazy),
         (ExportPassBase.ExportTracer, "set_metadata", _cheap_set_metadata),
+        (ExportPass.ExportTracer, "create_arg", _fast_create_arg),
     ]
     if reuse_values:
         replacements.append((ExportPassBase, "_fx", _cheap_fx))
@@ -636,6 +751,7 @@ def replay_state_snapshot() -> dict[str, Any]:
         "_fx": vars(ExportPassBase)["_fx"],
         "call_submodule": vars(ExportPassBase)["call_submodule"],
         "set_metadata": vars(ExportPassBase.ExportTracer)["set_metadata"],
+        "create_arg": vars(ExportPass.ExportTracer)["create_arg"],
         "node_debug_str": vars(ExportPassBase).get("node_debug_str"),
         "current_meta": _fx_traceback.current_meta,
     }

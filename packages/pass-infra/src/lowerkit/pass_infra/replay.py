@@ -23,6 +23,10 @@ def cheaper_replay(*, reuse_values: bool = True, lazy_recompile: bool = True) ->
       `vouch_for`) and its target, args, kwargs and val are unchanged since;
     - with `lazy_recompile`, a replayed graph module is a ``_LazyGraphModule``: its Python
       code is generated when first used (``.code``, calling it), not after every pass.
+    - plain arguments (proxies, scalars, dtypes, and tuples / lists / dicts of them) are
+      unwrapped and handed to the tracer directly, not through pytree and the tracer's five
+      ``create_arg`` layers; a replay whose graph inputs all have static shapes skips the
+      symbolic-input snapshots, which would find nothing to check.
 
     The resulting graphs and node metadata equal the stock replay's. Applies to every
     ExportPass (lowerkit's or upstream's, overriding call() or not); restored on exit.
