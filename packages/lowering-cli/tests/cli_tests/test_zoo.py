@@ -27,6 +27,17 @@ def test_models_are_deterministic_and_exportable(name):
     assert not torch.equal(batches[0][0], batches[1][0])
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_outputs_depend_on_the_input(name):
+    """Activations keep their scale through every model, so numerics checks compare real signal."""
+    entry = zoo.get(name)
+    module = entry.module()
+    with torch.no_grad():
+        outputs = [module(*batch) for batch in entry.calibration(4)]
+    spread = max(float((a - outputs[0]).abs().max()) for a in outputs[1:])
+    assert spread > 0.02 * float(outputs[0].abs().max()), (name, spread)
+
+
 def test_parameter_counts_match_their_descriptions():
     assert 45_000 <= zoo.get("cnn9_layernorm").parameter_count() <= 65_000
     assert 70_000 <= zoo.get("resnet8").parameter_count() <= 85_000

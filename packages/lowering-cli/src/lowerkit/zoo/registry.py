@@ -26,10 +26,17 @@ class ZooModel:
     seed: int = 0
 
     def module(self) -> torch.nn.Module:
-        """A new instance in eval mode; the same weights every call."""
+        """A new instance in eval mode; the same weights every call.
+
+        BatchNorm statistics are set from a batch of sample inputs, so that activations keep
+        their scale through the network (with PyTorch's default init and fresh statistics they
+        fade layer by layer, and a deep model's output would not depend on its input).
+        """
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            return self.build_module().eval()
+            module = self.build_module()
+        _settle_batch_norm(module, self.calibration(BATCH_NORM_SAMPLES, seed=BATCH_NORM_SEED + self.seed))
+        return module.eval()
 
     def example_inputs(self) -> Inputs:
         """One deterministic batch of inputs."""
@@ -43,6 +50,29 @@ class ZooModel:
     def parameter_count(self) -> int:
         """Number of parameters, tied tensors counted once."""
         return sum(p.numel() for p in self.module().parameters())
+
+
+#: Sample inputs (one batch) that set the zoo models' BatchNorm statistics, and their seed.
+BATCH_NORM_SAMPLES = 16
+BATCH_NORM_SEED = 10_000
+
+
+def _settle_batch_norm(module: torch.nn.Module, samples: list[Inputs]) -> None:
+    """Set every BatchNorm's running mean and variance to its statistics over `samples`."""
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    batch = tuple(torch.cat(parts) for parts in zip(*samples, strict=True))
+    momenta = [norm.momentum for norm in norms]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: one batch sets the statistics exactly
+    module.train()
+    with torch.no_grad():
+        module(*batch)
+    for norm, momentum in zip(norms, momenta, strict=True):
+        norm.momentum = momentum
+    module.eval()
 
 
 def _image(shape: tuple[int, ...]) -> Callable[[torch.Generator], Inputs]:
