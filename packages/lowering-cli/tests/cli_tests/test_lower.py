@@ -45,6 +45,15 @@ def test_quantized_transformer_verifies_against_float(lowerkit, tmp_path, target
     assert verification["decoded_weights"] > 0
 
 
+def test_weight_sqnr_compares_with_batch_norm_folded_convolutions(lowerkit, tmp_path):
+    """Core ML folds BatchNorm into the convolution before compressing: the reference must too."""
+    out = tmp_path / "resnet8.pte"
+    outcome = lowerkit("lower", "zoo:resnet8", "-t", "coreml-w8", "-o", str(out), "--verify", "--json", "-q")
+    assert outcome.code == 0, outcome.err
+    verification = json.loads(outcome.out)["verification"]
+    assert verification["weight_sqnr_db"] > 30.0, verification
+
+
 def test_same_command_twice_gives_the_same_bytes(lowerkit, tmp_path):
     for target in ("coreml", "tosa-int"):
         model = SMALLEST[targets.TARGETS[target].backend]

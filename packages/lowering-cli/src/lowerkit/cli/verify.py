@@ -47,9 +47,42 @@ def verify_coreml(lowered: Lowered, source: ModelSource, payloads: list[bytes]) 
     weights = [w for payload in payloads for w in decoded_weights(payload).values()]
     if weights:
         parameters = [p.detach().numpy() for p in source.eager().parameters()]
+        parameters += _batch_norm_folded_weights(source.export())
         result["weight_sqnr_db"] = min(_best_match(w, parameters) for w in weights)
         result["decoded_weights"] = len(weights)
     return result
+
+
+#: Eval-mode batch norm ops in an exported program, and the index of their `eps` argument.
+_BATCH_NORM_EPS_ARG = {"batch_norm": 7, "_native_batch_norm_legit_no_training": 6}
+
+
+def _batch_norm_folded_weights(exported: torch.export.ExportedProgram) -> list[np.ndarray]:
+    """Convolution weights with the BatchNorm that follows folded in, as Core ML stores them."""
+    from torch.nn.utils.fusion import fuse_conv_bn_weights
+
+    signature = exported.graph_signature
+    names = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
+    tensors = {**exported.state_dict, **exported.constants}
+
+    def tensor(node: Any) -> torch.Tensor | None:
+        return tensors.get(names.get(getattr(node, "name", ""), ""))
+
+    folded = []
+    for node in exported.graph.nodes:
+        eps_arg = _BATCH_NORM_EPS_ARG.get(getattr(node.target, "__name__", "").split(".")[0])
+        if node.op != "call_function" or eps_arg is None:
+            continue
+        conv = node.args[0]
+        if getattr(conv, "target", None) is not torch.ops.aten.conv2d.default or len(conv.users) != 1:
+            continue
+        weight, bias = tensor(conv.args[1]), tensor(conv.args[2]) if len(conv.args) > 2 else None
+        gamma, beta, mean, var = (tensor(arg) for arg in node.args[1:5])
+        if weight is None or mean is None or var is None:
+            continue
+        fused, _ = fuse_conv_bn_weights(weight, bias, mean, var, float(node.args[eps_arg]), gamma, beta)
+        folded.append(fused.detach().numpy())
+    return folded
 
 
 def _best_match(weight: np.ndarray, parameters: list[np.ndarray]) -> float:
