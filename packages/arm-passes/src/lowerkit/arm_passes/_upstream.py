@@ -16,33 +16,51 @@ import torch
 from executorch.backends.arm import _passes as arm_passes_pkg  # private package
 from executorch.backends.arm._passes.arm_pass import ArmPass as ArmPass
 from executorch.backends.arm._passes.arm_pass_manager import ArmPassManager as ArmPassManager
+from executorch.backends.arm._passes.fuse_duplicate_users_pass import (
+    TOSA_EXCLUDED_TARGETS as TOSA_EXCLUDED_TARGETS,
+)
 from executorch.backends.arm._passes.propagate_view_copy_permute_pass import (
     PropagateViewCopyPermuteDownPass as PropagateViewCopyPermuteDownPass,
 )
 from executorch.backends.arm._passes.propagate_view_copy_permute_pass import (
     PropagateViewCopyPermuteUpPass as PropagateViewCopyPermuteUpPass,
 )
+from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops import (
+    RemovePermutesAroundElementwiseTosaOps as RemovePermutesAroundElementwiseTosaOps,
+)
 from executorch.backends.arm.ethosu.backend import EthosUBackend
 from executorch.backends.arm.tosa.backend import TOSABackend
 from executorch.exir._program_utils import _get_updated_graph_signature
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.dialects.edge._ops import EdgeOpOverload as EdgeOpOverload
 from executorch.exir.pass_manager import ExportedProgramPassManager
+from torch._ops import OpOverload as OpOverload
+from torch._subclasses.fake_tensor import FakeTensor as FakeTensor
 from torch.export import ExportedProgram
 from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
+from torch.utils import _pytree as pytree
 
 __all__ = [
+    "TOSA_EXCLUDED_TARGETS",
     "ArmPass",
     "ArmPassManager",
+    "EdgeOpOverload",
+    "FakeTensor",
+    "OpOverload",
     "PropagateViewCopyPermuteDownPass",
     "PropagateViewCopyPermuteUpPass",
+    "RemovePermutesAroundElementwiseTosaOps",
     "build_pass_list",
     "capture_backend_inputs",
     "capture_tosa_flatbuffers",
     "check_program",
     "enable_python_dispatcher",
     "ethosu_backend_id",
+    "exir_ops",
     "fake_mode_of",
     "patched_arm_pass_manager",
+    "pytree",
     "set_program_graph",
     "shallow_program_copy",
     "tosa_context",

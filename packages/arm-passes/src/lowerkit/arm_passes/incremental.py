@@ -18,10 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from executorch.backends.arm._passes.fuse_duplicate_users_pass import TOSA_EXCLUDED_TARGETS
-from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops import (
-    RemovePermutesAroundElementwiseTosaOps,
-)
 from executorch.backends.transforms.canonicalize_view_copy_permute_pass import (
     CanonicalizeViewCopyPermutePass,
 )
@@ -29,15 +25,20 @@ from executorch.backends.transforms.fuse_duplicate_users_pass import FuseDuplica
 from executorch.backends.transforms.fuse_identical_input_transforms_pass import (
     FuseIdenticalInputTransformsPass,
 )
-from executorch.exir.dialects._ops import ops as exir_ops
-from executorch.exir.dialects.edge._ops import EdgeOpOverload
 from executorch.exir.pass_base import ExportPass
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx import GraphModule, Node
 from torch.fx.passes.infra.pass_base import PassResult
-from torch.utils import _pytree as pytree
 
 from lowerkit.arm_passes import _upstream
+from lowerkit.arm_passes._upstream import (
+    TOSA_EXCLUDED_TARGETS,
+    EdgeOpOverload,
+    FakeTensor,
+    OpOverload,
+    RemovePermutesAroundElementwiseTosaOps,
+    exir_ops,
+    pytree,
+)
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",
@@ -73,7 +74,7 @@ class _Refresher:
                 target = node.target
                 if not (
                     target is operator.getitem
-                    or isinstance(target, (EdgeOpOverload, torch._ops.OpOverload))
+                    or isinstance(target, (EdgeOpOverload, OpOverload))
                 ):
                     raise _RefreshUnsupported(f"target {target}")
             elif node.op not in ("placeholder", "output"):

@@ -79,7 +79,7 @@ class PassTargets:
 
 def _resolve(spec: str) -> Any:
     """Resolve a dotted op name under ``exir_ops`` (e.g. ``edge.aten.mm.default``)."""
-    from executorch.exir.dialects._ops import ops as exir_ops
+    from lowerkit.arm_passes._upstream import exir_ops
 
     obj: Any = exir_ops
     for part in spec.split("."):

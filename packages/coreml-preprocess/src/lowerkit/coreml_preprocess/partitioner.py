@@ -218,7 +218,7 @@ class CoreMLPartitioner(Partitioner):
         support = _CoreMLOperatorSupport(self.skip_ops_for_coreml_delegation, self.lower_full_graph, log=False)
         keep: list[Any] = []
         for node in ep.graph.nodes:
-            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            if node.op == "call_function" and isinstance(node.target, _upstream.OpOverload):
                 try:
                     if (
                         support.is_node_supported(None, node)

@@ -24,6 +24,7 @@ import torch.fx.traceback as _fx_traceback
 from executorch.exir import pass_base as _pass_base
 from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
 from executorch.exir.pass_base import ExportPass, NodeMetadata, ProxyValue
+from torch._ops import OpOverload, OpOverloadPacket
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import Node
 from torch.fx._lazy_graph_module import _LazyGraphModule
@@ -42,6 +43,8 @@ __all__ = [
     "FakeTensor",
     "FakeTensorMode",
     "NodeMetadata",
+    "OpOverload",
+    "OpOverloadPacket",
     "Patch",
     "ProxyValue",
     "applied",
@@ -57,6 +60,7 @@ __all__ = [
     "map_proxy_values",
     "pipeline_running",
     "plainly_static",
+    "pytree",
     "realize",
     "replay_state_snapshot",
     "shared_current_meta",

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-
-from lowerkit.pass_infra._upstream import EdgeOpOverload, EdgeOpOverloadPacket
+from lowerkit.pass_infra._upstream import (
+    EdgeOpOverload,
+    EdgeOpOverloadPacket,
+    OpOverload,
+    OpOverloadPacket,
+)
 
 #: Attribute names read by `discover_targeted_ops`, in the order they are read.
 #: Arm passes in executorch 1.5.1 use ``target_ops`` (ArmOpTargetedPass, ~97 passes),
@@ -22,8 +25,8 @@ TARGET_ATTRIBUTES: tuple[str, ...] = (
 )
 
 _OP_TYPES = (
-    torch._ops.OpOverload,
-    torch._ops.OpOverloadPacket,
+    OpOverload,
+    OpOverloadPacket,
     EdgeOpOverload,
     EdgeOpOverloadPacket,
 )

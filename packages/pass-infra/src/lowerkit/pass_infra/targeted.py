@@ -16,7 +16,6 @@ from executorch.exir.pass_base import ExportPass
 from torch.fx import GraphModule, Node
 from torch.fx.node import map_arg
 from torch.fx.passes.infra.pass_base import PassResult
-from torch.utils import _pytree as pytree
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra._upstream import (
@@ -24,10 +23,13 @@ from lowerkit.pass_infra._upstream import (
     EdgeOpOverload,
     ExportPassBase,
     FakeTensor,
+    OpOverload,
+    OpOverloadPacket,
     ProxyValue,
     copy_node_direct,
     in_pipeline,
     is_vouched,
+    pytree,
     shared_current_meta,
     vouch_node,
 )
@@ -37,7 +39,7 @@ from lowerkit.pass_infra.targets import declared_keys, graph_has_target, is_targ
 _REFERENCE_ATTR = "_lowerkit_reference"
 _FALLBACK = object()
 _MISSING = object()
-_OP_TYPES = (torch._ops.OpOverload, torch._ops.OpOverloadPacket, EdgeOpOverload)
+_OP_TYPES = (OpOverload, OpOverloadPacket, EdgeOpOverload)
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,7 @@ def fast_copy_node(interpreter: Any, plan: _Plan, n: Node) -> Any:
     interpreter.node = n
     tracer = interpreter.callback.tracer
     name = None
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         name = tracer.graph._target_to_str(target.overloadpacket.__name__)
     pass_name = interpreter._lowerkit_pass_name
     op_kwargs = isinstance(target, _OP_TYPES)

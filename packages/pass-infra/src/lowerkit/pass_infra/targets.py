@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
-import torch
 from torch.fx import GraphModule
 
-from lowerkit.pass_infra._upstream import EdgeOpOverload, EdgeOpOverloadPacket
+from lowerkit.pass_infra._upstream import (
+    EdgeOpOverload,
+    EdgeOpOverloadPacket,
+    OpOverload,
+    OpOverloadPacket,
+)
 from lowerkit.pass_infra.errors import PassInfraError
 
-_PACKET_TYPES = (torch._ops.OpOverloadPacket, EdgeOpOverloadPacket)
-_OVERLOAD_TYPES = (torch._ops.OpOverload, EdgeOpOverload)
+_PACKET_TYPES = (OpOverloadPacket, EdgeOpOverloadPacket)
+_OVERLOAD_TYPES = (OpOverload, EdgeOpOverload)
 
 
 def _overload_key(op: Any) -> Hashable:
