@@ -54,6 +54,12 @@ def test_weight_sqnr_compares_with_batch_norm_folded_convolutions(lowerkit, tmp_
     assert verification["weight_sqnr_db"] > 30.0, verification
 
 
+def test_weight_target_that_compresses_nothing_says_so(lowerkit, tmp_path):
+    outcome = lowerkit("lower", "zoo:conv_linear", "-t", "coreml-w8", "-o", str(tmp_path / "m.pte"), "--json", "-q")
+    assert outcome.code == 0, outcome.err
+    assert any("compressed none" in w for w in json.loads(outcome.out)["warnings"]), outcome.out
+
+
 def test_same_command_twice_gives_the_same_bytes(lowerkit, tmp_path):
     for target in ("coreml", "tosa-int"):
         model = SMALLEST[targets.TARGETS[target].backend]

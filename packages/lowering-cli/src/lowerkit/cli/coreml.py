@@ -25,6 +25,8 @@ _WEIGHT_CONFIGS: dict[str, dict[str, object]] = {
         "block_size": 32,
     },
 }
+#: coremltools compresses only weights with more elements than this (its `weight_threshold`).
+COREML_WEIGHT_THRESHOLD = 2048
 _DEPLOYMENT = {"coreml-int8": "iOS17", "coreml-w8": "iOS17", "coreml-w4": "iOS18", "coreml-palettize4": "iOS18"}
 
 
@@ -71,6 +73,13 @@ def lower(
     with steps.step("serialize"):
         program = edge.to_executorch()
     lowered = Lowered(model=source.name, target=target, pte=bytes(program.buffer), seconds=steps.seconds)
+    if target.name in _WEIGHT_CONFIGS and not any(
+        t.is_floating_point() and t.numel() > COREML_WEIGHT_THRESHOLD for t in exported.state_dict.values()
+    ):
+        lowered.warnings.append(
+            f"no weight has more than {COREML_WEIGHT_THRESHOLD} elements, so Core ML compressed none "
+            f"({target.name} leaves small weights as they are)"
+        )
     lowered.cpu_ops = _cpu_ops(edge.exported_program().graph_module)
     lowered.reference = reference
     return lowered
