@@ -7,6 +7,7 @@ import ctypes
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,30 +34,41 @@ class ReferenceCheck:
     max_error_quanta: float | None = None
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send what native code prints to stdout (file descriptor 1) to stderr meanwhile.
+#: What the reference model prints on every run of a TOSA 1.0 flatbuffer: a notice, not a problem.
+_BENIGN_NOTICE = "Different TOSA spec in flatbuffer and serializer versions detected"
 
-    The reference model prints warnings to stdout, which would corrupt a caller's own output
-    (e.g. `lowerkit lower --json`).
+
+@contextlib.contextmanager
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """Send what native code prints to stdout (file descriptor 1) to stderr, after the fact.
+
+    The reference model prints to stdout, which would corrupt a caller's own output (e.g.
+    `lowerkit lower --json`). Its output is collected in a temporary file and copied to
+    stderr, without the version notice it prints on every run.
     """
     sys.stdout.flush()
     saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        ctypes.CDLL(None).fflush(None)  # native code's buffered stdio output goes to stderr too
-        os.dup2(saved, 1)
-        os.close(saved)
+    with tempfile.TemporaryFile() as captured:
+        try:
+            os.dup2(captured.fileno(), 1)
+            yield
+        finally:
+            sys.stdout.flush()
+            ctypes.CDLL(None).fflush(None)  # native code's buffered stdio output goes to the file too
+            os.dup2(saved, 1)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode(errors="replace")
+            kept = [line for line in text.splitlines() if line.strip() and _BENIGN_NOTICE not in line]
+            if kept:
+                print("\n".join(kept), file=sys.stderr, flush=True)
 
 
 def run_tosa_reference(flatbuffer: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run one TOSA flatbuffer on the TOSA reference model; returns its outputs as numpy arrays."""
     import tosa_reference_model as reference_model  # type: ignore[import-untyped]
 
-    with _stdout_to_stderr():
+    with _native_stdout_to_stderr():
         outputs, status = reference_model.run(
             flatbuffer, list(inputs), verbosity="LOW", initialize_variable_tensor_from_numpy=True
         )
