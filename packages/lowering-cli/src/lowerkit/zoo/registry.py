@@ -55,11 +55,12 @@ class ZooModel:
 #: Sample inputs (one batch) that set the zoo models' BatchNorm statistics, and their seed.
 BATCH_NORM_SAMPLES = 16
 BATCH_NORM_SEED = 10_000
+_BATCH_NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
 
 
 def _settle_batch_norm(module: torch.nn.Module, samples: list[Inputs]) -> None:
     """Set every BatchNorm's running mean and variance to its statistics over `samples`."""
-    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    norms = [m for m in module.modules() if isinstance(m, _BATCH_NORMS)]
     if not norms:
         return
     batch = tuple(torch.cat(parts) for parts in zip(*samples, strict=True))
