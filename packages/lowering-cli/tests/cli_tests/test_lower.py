@@ -9,7 +9,7 @@ import torch
 
 from lowerkit.cli import targets
 
-#: The smallest zoo model each target applies to (the full sweep is tools/e2e_sweep.py).
+#: The smallest zoo model each target applies to (the full sweep is tools/e2e/sweep.py).
 SMALLEST = {"coreml": "conv_linear", "arm": "ds_cnn"}
 
 
