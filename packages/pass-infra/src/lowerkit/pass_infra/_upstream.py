@@ -426,18 +426,10 @@ def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: A
     replayed node's recorded value from the very same inputs."""
     val = _recorded_value(self, kind, target, args, kwargs)
     if val is _MISSING:
-        result = _direct_fx(self, kind, target, args, kwargs, meta)
-        vouch_node(result.node)
-        return result
-    args_proxy, kwargs_proxy = map_proxy_values(_proxy_of, (args, kwargs))
-    name = None
-    if isinstance(target, torch._ops.OpOverload):
-        name = self.tracer.graph._target_to_str(target.overloadpacket.__name__)
-    res_proxy = self.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
-    res_proxy.node.meta.update(meta.data)
-    self.tracer.set_metadata(res_proxy.node, val)
-    vouch_node(res_proxy.node)
-    return ProxyValue(val, res_proxy)
+        val = _dispatch(self, kind, target, args, kwargs)
+    result = _traced_node(self, kind, target, args, kwargs, meta, val)
+    vouch_node(result.node)
+    return result
 
 
 def _cheap_set_metadata(self: Any, node: Node, value: Any) -> None:
@@ -541,20 +533,24 @@ def _proxy_of(value: ProxyValue) -> Any:
     return value.proxy
 
 
-def _direct_fx(
-    self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any
-) -> ProxyValue:
-    """``_ExportPassBase._fx``, step by step, with ProxyValues mapped by `map_proxy_values`."""
+def _dispatch(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -> Any:
+    """The value ``_ExportPassBase._fx`` computes: the interpreter run on the arguments' data."""
     args_data, kwargs_data = map_proxy_values(_data_of, (args, kwargs))
-    res_data = getattr(self.interpreter, kind)(target, args_data, kwargs_data)
+    return getattr(self.interpreter, kind)(target, args_data, kwargs_data)
+
+
+def _traced_node(
+    self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any, value: Any
+) -> ProxyValue:
+    """The rest of ``_ExportPassBase._fx``: the traced node for `value`, named and annotated as stock does."""
     args_proxy, kwargs_proxy = map_proxy_values(_proxy_of, (args, kwargs))
     name = None
     if isinstance(target, torch._ops.OpOverload):
         name = self.tracer.graph._target_to_str(target.overloadpacket.__name__)
     res_proxy = self.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
     res_proxy.node.meta.update(meta.data)
-    self.tracer.set_metadata(res_proxy.node, res_data)
-    return ProxyValue(res_data, res_proxy)
+    self.tracer.set_metadata(res_proxy.node, value)
+    return ProxyValue(value, res_proxy)
 
 
 #: Stock's snapshot of an input value's symbolic sizes (None when it has none).
