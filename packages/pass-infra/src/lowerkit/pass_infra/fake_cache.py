@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from lowerkit.pass_infra._upstream import applied, fake_cache_patches
 from lowerkit.pass_infra.errors import PassInfraError
+from lowerkit.pass_infra.patching import lowering_lock
+from lowerkit.pass_infra.replay_engine import FAKE_CACHE
+from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
 #: The op namespaces ExecuTorch lowering dispatches through FakeTensor, which stock
 #: FakeTensor never caches (it caches aten/prim/prims only).
@@ -25,7 +27,12 @@ EXECUTORCH_NAMESPACES: frozenset[str] = frozenset(
 
 @contextmanager
 def faketensor_cache(namespaces: Iterable[str] = EXECUTORCH_NAMESPACES) -> Iterator[None]:
-    """Let FakeTensor's dispatch cache cover `namespaces`; restore its global state on exit."""
+    """Let FakeTensor's dispatch cache cover `namespaces`; restore its global state on exit.
+
+    Only for the thread inside the block (which holds the process-wide lowering lock);
+    scopes nest, the last one out restores. Stock behaviour (with an
+    ``UnprovenVersionWarning``) on versions other than ``PROVEN_ON``.
+    """
     if isinstance(namespaces, str):
         raise PassInfraError(
             f"namespaces must be a collection of names, got the string {namespaces!r}; "
@@ -37,5 +44,9 @@ def faketensor_cache(namespaces: Iterable[str] = EXECUTORCH_NAMESPACES) -> Itera
         raise PassInfraError(
             f"namespaces {sorted(builtin)} are cached by FakeTensor already; leave them out"
         )
-    with applied(fake_cache_patches(wanted)):
-        yield
+    with lowering_lock():
+        if not proven("lowerkit-pass-infra", PROVEN_ON, "faketensor_cache"):
+            yield
+            return
+        with FAKE_CACHE.scope(wanted):
+            yield

@@ -14,11 +14,12 @@ from torch.fx import GraphModule
 from torch.fx.node import map_arg
 from torch.fx.passes.infra.pass_base import PassResult
 
-from lowerkit.pass_infra._upstream import pipeline_running, realize, vouch_graph
 from lowerkit.pass_infra.compare import first_difference
 from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
 from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
+from lowerkit.pass_infra.patching import lowering_lock
 from lowerkit.pass_infra.replay import cheaper_replay
+from lowerkit.pass_infra.replay_engine import pipeline_running, realize, vouch_graph
 from lowerkit.pass_infra.targeted import reference_copy
 from lowerkit.pass_infra.targets import count_nodes, graph_modules
 
@@ -174,7 +175,14 @@ class PassPipeline:
             yield
 
     def run(self, graph_module: GraphModule) -> tuple[GraphModule, PipelineReport]:
-        """Run every pass in order; return the final graph module and the report."""
+        """Run every pass in order; return the final graph module and the report.
+
+        Holds the process-wide lowering lock: pipelines in several threads run one at a time.
+        """
+        with lowering_lock():
+            return self._run(graph_module)
+
+    def _run(self, graph_module: GraphModule) -> tuple[GraphModule, PipelineReport]:
         rows: list[PassRecord] = []
         state = (count_nodes(graph_module), _fingerprint(graph_module))
         # The input's metadata is taken as consistent (as every ExportPass assumes);

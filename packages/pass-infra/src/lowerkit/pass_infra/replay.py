@@ -7,7 +7,9 @@ from contextlib import contextmanager
 
 from torch.fx import GraphModule
 
-from lowerkit.pass_infra._upstream import applied, cheap_replay_patches, vouch_graph
+from lowerkit.pass_infra.patching import lowering_lock
+from lowerkit.pass_infra.replay_engine import CHEAP_REPLAY, ReplayOptions, vouch_graph
+from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
 
 @contextmanager
@@ -29,10 +31,18 @@ def cheaper_replay(*, reuse_values: bool = True, lazy_recompile: bool = True) ->
       symbolic-input snapshots, which would find nothing to check.
 
     The resulting graphs and node metadata equal the stock replay's. Applies to every
-    ExportPass (lowerkit's or upstream's, overriding call() or not); restored on exit.
+    ExportPass (lowerkit's or upstream's, overriding call() or not) replayed by the thread
+    inside the block; other threads replay the stock way. The block holds the process-wide
+    lowering lock; scopes nest (reference-counted); restored when the last one exits. On
+    torch / ExecuTorch versions other than ``PROVEN_ON`` it replays the stock way, with an
+    ``UnprovenVersionWarning``.
     """
-    with applied(cheap_replay_patches(reuse_values=reuse_values, lazy_recompile=lazy_recompile)):
-        yield
+    with lowering_lock():
+        if not proven("lowerkit-pass-infra", PROVEN_ON, "cheaper_replay"):
+            yield
+            return
+        with CHEAP_REPLAY.scope(ReplayOptions(reuse_values, lazy_recompile)):
+            yield
 
 
 def vouch_for(graph_module: GraphModule) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import weakref
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -26,15 +27,13 @@ from lowerkit.pass_infra._upstream import (
     OpOverload,
     OpOverloadPacket,
     ProxyValue,
-    copy_node_direct,
-    in_pipeline,
-    is_vouched,
     pytree,
     shared_current_meta,
-    vouch_node,
 )
 from lowerkit.pass_infra.errors import PassInfraError
+from lowerkit.pass_infra.replay_engine import copy_node_direct, in_pipeline, is_vouched, vouch_node
 from lowerkit.pass_infra.targets import declared_keys, graph_has_target, is_targeted
+from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
 _REFERENCE_ATTR = "_lowerkit_reference"
 _FALLBACK = object()
@@ -58,17 +57,23 @@ def _declared(pass_: Any) -> Collection[Any] | None:
     return None if ops is None else tuple(ops)
 
 
+#: Per pass class, (declared ops, their match keys): kept on lowerkit's side, never on the class.
+_KEYS: weakref.WeakKeyDictionary[type, tuple[Any, frozenset[Hashable]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _keys_of(pass_: Any) -> frozenset[Hashable] | None:
     cls = type(pass_)
     ops = _declared(pass_)
     if ops is None:
         return None
-    cache = cls.__dict__.get("_lowerkit_keys")
+    cache = _KEYS.get(cls)
     if cache is not None and cache[0] == ops:
         return cache[1]
     keys = declared_keys(ops)
     try:
-        cls._lowerkit_keys = (ops, keys)
+        _KEYS[cls] = (ops, keys)
     except TypeError:
         pass
     return keys
@@ -90,6 +95,8 @@ def fast_copy_enabled(pass_: Any) -> bool:
 
 def _plan_for(pass_: Any) -> _Plan | None:
     if not fast_copy_enabled(pass_):
+        return None
+    if not proven("lowerkit-pass-infra", PROVEN_ON, "fast-copy of untargeted nodes"):
         return None
     keys = _keys_of(pass_)
     if keys is None:
@@ -203,8 +210,8 @@ def fast_copy_node(interpreter: Any, plan: _Plan, n: Node) -> Any:
     tracer = interpreter.callback.tracer
     name = None
     if isinstance(target, OpOverload):
-        name = tracer.graph._target_to_str(target.overloadpacket.__name__)
-    pass_name = interpreter._lowerkit_pass_name
+        name = _upstream.target_to_str(tracer.graph, target.overloadpacket.__name__)
+    pass_name = interpreter.lowerkit_pass_name
     op_kwargs = isinstance(target, _OP_TYPES)
     node = None
     if direct:
@@ -246,7 +253,7 @@ class FastCopyInterpreterMixin:
         super().__init__(callback, gm)  # type: ignore[call-arg]
         self._lowerkit_plan = _plan_for(callback)
         # What torch's Interpreter names provenance records after (its class name).
-        self._lowerkit_pass_name = f"Interpreter_{self.__class__.__name__}"
+        self.lowerkit_pass_name = f"Interpreter_{self.__class__.__name__}"
 
     def run_node(self, n: Node) -> Any:
         plan = self._lowerkit_plan

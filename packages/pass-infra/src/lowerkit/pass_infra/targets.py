@@ -12,6 +12,7 @@ from lowerkit.pass_infra._upstream import (
     EdgeOpOverloadPacket,
     OpOverload,
     OpOverloadPacket,
+    qualified_op_name,
 )
 from lowerkit.pass_infra.errors import PassInfraError
 
@@ -26,7 +27,7 @@ def _overload_key(op: Any) -> Hashable:
 
 
 def _packet_key(op: Any) -> Hashable:
-    return ("packet", op._qualified_op_name)
+    return ("packet", qualified_op_name(op))
 
 
 def declared_keys(ops: Iterable[Any]) -> frozenset[Hashable]:

@@ -1,0 +1,538 @@
+"""The replay engine: lowerkit's cheaper ExportPass replay and wider FakeTensor cache.
+
+Two `Patch`es (see `lowerkit.pass_infra.patching`) held by ``cheaper_replay()`` and
+``faketensor_cache()``: `CHEAP_REPLAY` and `FAKE_CACHE`. Every private upstream name is
+reached through `_upstream`; this module is lowerkit's own logic.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.fx import Node
+from torch.fx.immutable_collections import immutable_dict, immutable_list
+
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra._upstream import (
+    COPY_META_FIELDS,
+    ExportPass,
+    ExportPassBase,
+    FakeTensor,
+    FakeTensorMode,
+    OpOverload,
+    ProxyValue,
+    StockInterpreter,
+    pytree,
+    shared_node_source,
+)
+from lowerkit.pass_infra.patching import Patch, Replacement
+
+__all__ = [
+    "CHEAP_REPLAY",
+    "FAKE_CACHE",
+    "ReplayOptions",
+    "copy_node_direct",
+    "in_pipeline",
+    "is_vouched",
+    "map_proxy_values",
+    "pipeline_running",
+    "plainly_static",
+    "realize",
+    "validate_symbolic_inputs",
+    "vouch_graph",
+    "vouch_node",
+]
+
+
+def copy_node_direct(
+    tracer: Any, n: Node, target: Any, args: Any, kwargs: Any, name: str | None, pass_name: str
+) -> Node | None:
+    """Create `n`'s replay node in `tracer.graph` with the metadata the stock replay leaves.
+
+    Stock: ``tracer.create_node`` under ``set_current_meta(n)`` (which copies stack_trace,
+    the _COPY_META_FIELDS and a provenance record from n's meta), then
+    ``meta.update(n.meta)``. When n's meta already holds everything create_node would
+    derive (seq_nr; no autograd / replay state), the result is n's meta in create_node's
+    key order, built here directly. Returns None when that precondition fails; the
+    caller then goes through ``tracer.create_node``.
+    """
+    old = n.meta
+    if not _upstream.direct_copy_possible(tracer, old, target):
+        return None
+    stack = old.get("stack_trace")
+    node = _upstream.append_call_node(tracer.graph, target, args, kwargs, name)
+    _upstream.register_scope(tracer, node)
+    meta = node.meta
+    if stack:
+        meta["stack_trace"] = stack
+    for key in COPY_META_FIELDS:
+        if key == "from_node":
+            meta[key] = old[key] if key in old else [shared_node_source(n, pass_name)]
+        elif key in old:
+            meta[key] = old[key]
+    meta["seq_nr"] = old["seq_nr"]
+    meta.update(old)
+    return node
+
+
+class _LazyDebugStr:
+    """Class-level data descriptor for ``ExportPass.node_debug_str``, formatted on read.
+
+    Stock ``run_node`` formats every node (``Node.format_node``) for this attribute,
+    which only error paths and DynamicShapePropPass read. Installed for every thread
+    (``dispatch=False``) and neutral for threads outside a scope: only the cheaper
+    run_node defers a value; every write and every other read is a plain instance attribute.
+    """
+
+    def __init__(self) -> None:
+        self.pending: weakref.WeakKeyDictionary[Any, Node] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        with self._lock:
+            node = self.pending.pop(obj, None)
+        if node is not None:
+            obj.__dict__["node_debug_str"] = node.format_node()
+        return obj.__dict__.get("node_debug_str")
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        with self._lock:
+            self.pending.pop(obj, None)
+        obj.__dict__["node_debug_str"] = value
+
+    def defer(self, obj: Any, node: Node) -> None:
+        try:
+            with self._lock:
+                self.pending[obj] = node
+        except TypeError:  # not weak-referenceable: format now, as stock does
+            obj.__dict__["node_debug_str"] = node.format_node()
+
+    def materialize_all(self) -> None:
+        with self._lock:
+            pending = list(self.pending.items())
+            self.pending.clear()
+        for obj, node in pending:
+            obj.__dict__["node_debug_str"] = node.format_node()
+
+
+# ----------------------------------------------------------------- vouched metadata
+#
+# Re-using a node's recorded meta["val"] (value reuse, fast-copy) is only sound when
+# that value is what a FakeTensor dispatch of the node would produce. Passes that edit
+# a graph in place may leave stale values behind (e.g. copy another node's meta onto a
+# new node and rely on the next replay to fix it). So a value is re-used only from a
+# node that is *vouched for*: created by a replay under pass-infra (whose value came
+# from a dispatch or from a vouched node), or present in a PassPipeline's input graph,
+# and unchanged since (same target, args, kwargs and meta["val"] objects). The record is
+# an attribute of the graph node itself (no torch class or module state is touched).
+
+_VOUCH_ATTR = "_lowerkit_vouched"
+
+
+def vouch_node(node: Node) -> None:
+    """Record that `node`'s current meta["val"] is consistent with its op and inputs."""
+    setattr(node, _VOUCH_ATTR, (node.target, node.args, node.kwargs, node.meta.get("val")))
+
+
+def is_vouched(node: Node) -> bool:
+    """True when `node` was vouched for and its target, args, kwargs and val are unchanged."""
+    record = getattr(node, _VOUCH_ATTR, None)
+    return (
+        record is not None
+        and record[0] is node.target
+        and record[1] is node.args
+        and record[2] is node.kwargs
+        and record[3] is node.meta.get("val")
+    )
+
+
+def vouch_graph(graph_module: Any) -> None:
+    """Vouch for every node of a graph module tree (its metadata is taken as consistent)."""
+    for module in graph_module.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                vouch_node(node)
+
+
+_pipeline_tls = threading.local()
+
+
+@contextmanager
+def pipeline_running() -> Iterator[None]:
+    """Mark that a PassPipeline is running (it vouches for its input graph itself)."""
+    depth = getattr(_pipeline_tls, "depth", 0)
+    _pipeline_tls.depth = depth + 1
+    try:
+        yield
+    finally:
+        _pipeline_tls.depth = depth
+
+
+def in_pipeline() -> bool:
+    """True inside a PassPipeline run."""
+    return bool(getattr(_pipeline_tls, "depth", 0))
+
+
+# ------------------------------------------------------------------- cheaper replay
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What a ``cheaper_replay()`` scope asked for."""
+
+    reuse_values: bool = True
+    lazy_recompile: bool = True
+
+
+_replay_tls = threading.local()
+_MISSING = object()
+
+
+def _reusable_value(val: Any, mode: Any) -> bool:
+    """A recorded meta["val"] a re-dispatch would reproduce: fake tensors of `mode`, static shapes."""
+    if type(val) is FakeTensor:
+        return val.fake_mode is mode and not any(isinstance(d, torch.SymInt) for d in val.shape)
+    if isinstance(val, (list, tuple)):
+        return all(_reusable_value(v, mode) for v in val)
+    return val is None or type(val) in (int, float, bool)
+
+
+def _same_inputs(new: Any, old: Any) -> bool:
+    """True when `new` (call_operator arguments) is exactly what node args `old` recorded."""
+    if isinstance(old, Node):
+        if type(new) is not ProxyValue:
+            return False
+        recorded = old.meta.get("val", _MISSING)
+        data = new.data
+        return data is recorded or (
+            isinstance(recorded, FakeTensor)
+            and recorded.constant is not None
+            and data is recorded.constant
+        )
+    if type(new) is ProxyValue:
+        return False
+    if isinstance(old, (list, tuple)):
+        return (
+            isinstance(new, (list, tuple))
+            and len(new) == len(old)
+            and all(_same_inputs(a, b) for a, b in zip(new, old, strict=True))
+        )
+    if isinstance(old, dict):
+        return (
+            isinstance(new, dict)
+            and new.keys() == old.keys()
+            and all(_same_inputs(new[k], old[k]) for k in old)
+        )
+    if isinstance(new, torch.Tensor) or isinstance(old, torch.Tensor):
+        return False
+    return type(new) is type(old) and bool(new == old)
+
+
+def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -> Any:
+    """The replayed node's own meta["val"] when this _fx call re-creates it unchanged."""
+    node = getattr(_replay_tls, "node", None)
+    if node is None or kind != "call_function" or node.target is not target:
+        return _MISSING
+    schema = getattr(target, "_schema", None)
+    if schema is not None and schema.is_mutable:
+        return _MISSING
+    val = node.meta.get("val", _MISSING)
+    if val is _MISSING or not _reusable_value(val, self.fake_tensor_mode):
+        return _MISSING
+    if not is_vouched(node):
+        return _MISSING
+    old_kwargs = (
+        node.kwargs
+        if isinstance(target, OpOverload) or hasattr(target, "_schema")
+        else {}
+    )
+    if not (_same_inputs(args, node.args) and _same_inputs(kwargs, old_kwargs)):
+        return _MISSING
+    _replay_tls.node = None  # at most one node re-uses a recorded value
+    return val
+
+
+def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
+    """``_ExportPassBase._fx``, minus the FakeTensor dispatch when it would recompute the
+    replayed node's recorded value from the very same inputs."""
+    val = _recorded_value(self, kind, target, args, kwargs)
+    if val is _MISSING:
+        val = _dispatch(self, kind, target, args, kwargs)
+    result = _traced_node(self, kind, target, args, kwargs, meta, val)
+    vouch_node(result.node)
+    return result
+
+
+def _cheap_set_metadata(self: Any, node: Node, value: Any) -> None:
+    """``ExportTracer.set_metadata``; a lone FakeTensor is stored as stock stores it, without pytree."""
+    if type(value) is FakeTensor:
+        node.meta["val"] = value
+        node.meta["tensor_meta"] = None
+        return
+    _upstream.stock_set_metadata(self, node, value)
+
+
+_LAZY_DEBUG_STR = _LazyDebugStr()
+
+
+def _cheap_run_node(self: Any, n: Node) -> Any:
+    """ExportInterpreter.run_node minus the provenance deep copy and the eager format_node()."""
+    if _upstream.overrides_set_current_node(self):
+        return _upstream.stock_run_node(self, n)
+    options = CHEAP_REPLAY.options()
+    saved = getattr(_replay_tls, "node", None)
+    _replay_tls.node = n if options.reuse_values else None
+    try:
+        return _upstream.replay_run_node(
+            self, n, _LAZY_DEBUG_STR.defer, f"Interpreter_{self.__class__.__name__}"
+        )
+    finally:
+        _replay_tls.node = saved
+
+
+# A replay spends much of its time in generic machinery that gives a known answer for the
+# plain arguments ExportPass graphs hold: pytree mapping of ProxyValues over tuples / lists /
+# dicts, and the five create_arg layers of ExportPass's tracer (each with isinstance checks,
+# some against metaclasses with costly __instancecheck__) for a Proxy or an int. The
+# functions below give the same results directly and defer to the stock code for anything
+# else.
+
+#: Argument types every create_arg layer of ExportPass.ExportTracer returns unchanged.
+_PLAIN_ARG_TYPES: frozenset[type] = frozenset(
+    {
+        int, float, bool, complex, str, type(None), type(...),
+        torch.dtype, torch.device, torch.memory_format, torch.layout,
+    }
+)  # fmt: skip
+#: Leaf types pytree maps as leaves (none is a registered pytree node) and that are no ProxyValue.
+_PYTREE_LEAF_TYPES: frozenset[type] = frozenset(
+    t for t in (*_PLAIN_ARG_TYPES, FakeTensor) if t not in pytree.SUPPORTED_NODES
+)
+
+
+def _fast_create_arg(self: Any, a: Any) -> Any:
+    """``ExportPass.ExportTracer.create_arg``: proxies, plain values and plain containers of
+    them map directly to what the stock layers return; anything else goes through them."""
+    kind = type(a)
+    if kind is torch.fx.Proxy:
+        return a.node
+    if kind in _PLAIN_ARG_TYPES:
+        return a
+    if kind is tuple:
+        return tuple([self.create_arg(e) for e in a])
+    if kind is list or kind is immutable_list:
+        return [self.create_arg(e) for e in a]
+    if (kind is dict or kind is immutable_dict) and all(type(k) is str for k in a):
+        return {k: self.create_arg(v) for k, v in a.items()}
+    return _upstream.stock_create_arg(self, a)
+
+
+def map_proxy_values(fn: Callable[[ProxyValue], Any], tree: Any) -> Any:
+    """``pytree.tree_map_only(ProxyValue, fn, tree)``, direct for tuples, lists, dicts and plain leaves."""
+    kind = type(tree)
+    if kind is ProxyValue:
+        return fn(tree)
+    if kind in _PYTREE_LEAF_TYPES:
+        return tree
+    if kind is tuple:
+        return tuple([map_proxy_values(fn, e) for e in tree])
+    if kind is list:
+        return [map_proxy_values(fn, e) for e in tree]
+    if kind is dict:
+        return {k: map_proxy_values(fn, v) for k, v in tree.items()}
+    if kind is immutable_list:
+        return immutable_list([map_proxy_values(fn, e) for e in tree])
+    if kind is immutable_dict:
+        return immutable_dict({k: map_proxy_values(fn, v) for k, v in tree.items()})
+    return pytree.tree_map_only(ProxyValue, fn, tree)
+
+
+def _data_of(value: ProxyValue) -> Any:
+    return value.data
+
+
+def _proxy_of(value: ProxyValue) -> Any:
+    return value.proxy
+
+
+def _dispatch(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -> Any:
+    """The value ``_ExportPassBase._fx`` computes: the interpreter run on the arguments' data."""
+    args_data, kwargs_data = map_proxy_values(_data_of, (args, kwargs))
+    return getattr(self.interpreter, kind)(target, args_data, kwargs_data)
+
+
+def _traced_node(
+    self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any, value: Any
+) -> ProxyValue:
+    """The rest of ``_ExportPassBase._fx``: the traced node for `value`, named and annotated as stock does."""
+    args_proxy, kwargs_proxy = map_proxy_values(_proxy_of, (args, kwargs))
+    name = None
+    if isinstance(target, OpOverload):
+        name = _upstream.target_to_str(self.tracer.graph, target.overloadpacket.__name__)
+    res_proxy = self.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
+    res_proxy.node.meta.update(meta.data)
+    self.tracer.set_metadata(res_proxy.node, value)
+    return ProxyValue(value, res_proxy)
+
+
+def validate_symbolic_inputs(pass_: Any, old: Any, new: Any) -> None:
+    """``_validate_symbolic_input_snapshots``: it checks nothing when no input of `old` is
+    symbolic, which a look at the placeholders' values shows without pytree snapshots."""
+    cls = type(pass_)
+    if (
+        getattr(cls, "_validate_symbolic_input_snapshots", None) is _upstream.stock_validate_snapshots
+        and getattr(cls, "_capture_symbolic_input_snapshots", None)
+        is _upstream.stock_capture_snapshots
+        and all(plainly_static(n.meta.get("val")) for n in old.graph.find_nodes(op="placeholder"))
+    ):
+        return
+    _upstream.validate_symbolic_snapshots(pass_, old, new)
+
+
+def plainly_static(val: Any) -> bool:
+    """True when `val` has no symbolic snapshot: a FakeTensor with int sizes, or a plain value."""
+    if type(val) is FakeTensor:
+        return all(type(d) is int for d in val.shape)
+    return type(val) in _PLAIN_ARG_TYPES
+
+
+def _map_data(inputs: Any) -> Any:
+    return map_proxy_values(_data_of, inputs)
+
+
+def _lazy_call_submodule(self: Any, graph_module: Any, inputs: Any) -> Any:
+    """``_ExportPassBase.call_submodule`` building a _LazyGraphModule (code generated on first use)."""
+    return _upstream.lazy_call_submodule(
+        self, graph_module, inputs, _map_data, validate_symbolic_inputs
+    )
+
+
+def realize(graph_module: Any) -> None:
+    """Generate the code of a lazily built graph module (and its nested ones) now."""
+    for module in graph_module.modules():
+        if isinstance(module, _upstream.LazyGraphModule):
+            module.real_recompile()
+
+
+def _replay_replacements() -> list[Replacement]:
+    return [
+        Replacement(StockInterpreter, "run_node", _cheap_run_node),
+        Replacement(ExportPassBase, "node_debug_str", _LAZY_DEBUG_STR, dispatch=False),
+        Replacement(ExportPassBase.ExportTracer, "set_metadata", _cheap_set_metadata),
+        Replacement(ExportPass.ExportTracer, "create_arg", _fast_create_arg),
+        Replacement(ExportPassBase, "_fx", _cheap_fx, enabled=lambda o: o.reuse_values),
+        Replacement(
+            ExportPassBase, "call_submodule", _lazy_call_submodule, enabled=lambda o: o.lazy_recompile
+        ),
+    ]
+
+
+#: Every ExportPass replay skips work whose result is discarded or known (``cheaper_replay``).
+CHEAP_REPLAY = Patch(
+    "lowerkit.pass_infra.cheaper_replay",
+    _replay_replacements,
+    on_uninstall=[_LAZY_DEBUG_STR.materialize_all],
+)
+
+
+# --------------------------------------------------------------------------- fake cache
+
+_cache_tls = threading.local()
+#: Cache entries added for non-builtin ops while FAKE_CACHE is installed: (cache, key, present, old).
+_added: list[tuple[dict[Any, Any], Any, bool, Any]] = []
+#: Stock's negative entries for non-builtin ops, set aside while FAKE_CACHE is installed.
+_set_aside: dict[Any, Any] = {}
+_cache_lock = threading.Lock()
+
+
+def _namespace(func: Any) -> str | None:
+    return func.namespace if isinstance(func, OpOverload) else None
+
+
+def _cached_by_us(func: Any) -> bool:
+    """An op stock FakeTensor never caches (not aten / prim / prims)."""
+    return isinstance(func, OpOverload) and not _upstream.stock_is_builtin(func)
+
+
+def _is_builtin(op: Any) -> bool:
+    if getattr(_cache_tls, "validating", False) and _namespace(op) in FAKE_CACHE.options():
+        return True
+    return _upstream.stock_is_builtin(op)
+
+
+def _validate_cache_key(self: Any, func: Any, args: Any, kwargs: Any) -> None:
+    _cache_tls.validating = True
+    try:
+        _upstream.stock_validate_cache_key(self, func, args, kwargs)
+    finally:
+        _cache_tls.validating = False
+
+
+def _record(cache: dict[Any, Any], key: Any) -> None:
+    if _cached_by_us(_upstream.cache_key_func(key)):
+        with _cache_lock:
+            present = key in cache
+            _added.append((cache, key, present, cache.get(key)))
+
+
+def _set_cache_key(cache: dict[Any, Any], key: Any, entry: Any) -> None:
+    _record(cache, key)
+    _upstream.stock_set_cache_key(cache, key, entry)
+
+
+def _set_cache_key_for_shape_env(cache: dict[Any, Any], key: Any, entry: Any) -> None:
+    _record(cache, key)
+    _upstream.stock_set_cache_key_for_shape_env(cache, key, entry)
+
+
+def _set_aside_negative_entries() -> None:
+    cache = _upstream.fake_cache()
+    for key, entry in list(cache.items()):
+        if isinstance(entry, _upstream.bypass_entry_type) and _cached_by_us(
+            _upstream.cache_key_func(key)
+        ):
+            _set_aside[key] = cache.pop(key)
+
+
+def _undo_cache_entries() -> None:
+    with _cache_lock:
+        for cache, key, present, old in reversed(_added):
+            if present:
+                cache[key] = old
+            else:
+                cache.pop(key, None)
+        _added.clear()
+    _upstream.fake_cache().update(_set_aside)
+    _set_aside.clear()
+
+
+def _cache_replacements() -> list[Replacement]:
+    return [
+        Replacement(_upstream.library_utils, "is_builtin", _is_builtin),
+        Replacement(FakeTensorMode, "_validate_cache_key", _validate_cache_key),
+        Replacement(_upstream.fake_cache_module, "_set_cache_key", _set_cache_key),
+        Replacement(
+            _upstream.fake_cache_module, "_set_cache_key_for_shape_env", _set_cache_key_for_shape_env
+        ),
+    ]
+
+
+#: FakeTensor's dispatch cache also covers the namespaces a scope names (``faketensor_cache``).
+#: Inside it ``_validate_cache_key`` treats those namespaces as builtin (every other check
+#: still applies). Stock's negative entries for non-builtin ops are set aside while it is
+#: installed and every entry added for them is recorded; the last scope out removes the
+#: added entries and puts the set-aside ones back, so the cache holds what it held before.
+FAKE_CACHE = Patch(
+    "lowerkit.pass_infra.faketensor_cache",
+    _cache_replacements,
+    on_install=[_set_aside_negative_entries],
+    on_uninstall=[_undo_cache_entries],
+)

@@ -1,0 +1,93 @@
+"""Version guards: lowerkit's accelerated paths run only on the library versions they were proven on.
+
+Each package states the versions its sameness with upstream was proven on (``PROVEN_ON``).
+On any other installed version the accelerated paths run the stock path instead and warn
+once, loudly (`UnprovenVersionWarning`): a copied upstream body or a patched private
+function may no longer match what it replaces. Setting ``LOWERKIT_ALLOW_UNPROVEN=1`` runs
+the accelerated paths anyway (for re-proving sameness after a bump).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Mapping
+from importlib import metadata
+
+__all__ = [
+    "ALLOW_UNPROVEN_ENV",
+    "PROVEN_ON",
+    "UnprovenVersionWarning",
+    "installed_versions",
+    "proven",
+    "unproven_differences",
+]
+
+#: The versions lowerkit-pass-infra was proven on (its copies of torch / ExecuTorch code).
+PROVEN_ON: Mapping[str, str] = {"torch": "2.13.0", "executorch": "1.5.1"}
+
+#: Set to 1 to run accelerated paths on versions they were not proven on.
+ALLOW_UNPROVEN_ENV = "LOWERKIT_ALLOW_UNPROVEN"
+
+
+class UnprovenVersionWarning(RuntimeWarning):
+    """An installed library differs from the version a lowerkit package was proven on."""
+
+
+def _public(version: str) -> str:
+    """``2.13.0+cpu`` -> ``2.13.0`` (a local build tag does not change the sources)."""
+    return version.split("+", 1)[0]
+
+
+@functools.cache
+def _installed(distribution: str) -> str | None:
+    try:
+        return _public(metadata.version(distribution))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def installed_versions(names: Mapping[str, str] | tuple[str, ...]) -> dict[str, str | None]:
+    """``{distribution: installed version or None}`` for each name."""
+    return {name: _installed(name) for name in names}
+
+
+def unproven_differences(proven_on: Mapping[str, str]) -> dict[str, tuple[str, str | None]]:
+    """``{distribution: (proven, installed)}`` for each library whose version differs."""
+    installed = installed_versions(tuple(proven_on))
+    return {
+        name: (want, installed[name])
+        for name, want in proven_on.items()
+        if installed[name] != want
+    }
+
+
+_warned: set[str] = set()
+
+
+def proven(package: str, proven_on: Mapping[str, str], what: str) -> bool:
+    """True when `package`'s accelerated path `what` may run; else warn (once) and return False."""
+    differences = unproven_differences(proven_on)
+    if not differences:
+        return True
+    allowed = os.environ.get(ALLOW_UNPROVEN_ENV, "") == "1"
+    key = f"{package}:{what}:{allowed}"
+    if key not in _warned:
+        _warned.add(key)
+        found = ", ".join(
+            f"{name} {have or 'not installed'} (proven on {want})"
+            for name, (want, have) in sorted(differences.items())
+        )
+        action = (
+            f"running it anyway because {ALLOW_UNPROVEN_ENV}=1"
+            if allowed
+            else f"running the stock path instead (set {ALLOW_UNPROVEN_ENV}=1 to force it)"
+        )
+        warnings.warn(
+            f"{package}: {what} was proven on other library versions: {found}; {action}. "
+            f"Re-run {package}'s sameness and source-hash tests before trusting it.",
+            UnprovenVersionWarning,
+            stacklevel=3,
+        )
+    return allowed
