@@ -1,20 +1,25 @@
-"""The `lowerkit` command line."""
+"""The `lowerkit` command line.
+
+Start-up imports only click and the standard library: `--help`, `targets` and `zoo` import
+neither torch nor ExecuTorch, `inspect` imports coremltools only to decode Core ML weights, and
+`lower` imports the one backend its target needs (see `lowering`).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from lowerkit import zoo
-from lowerkit.cli import atomic, inspect_pte, lowering, model_source, targets
-from lowerkit.cli import verify as verify_module
+from lowerkit.cli import atomic, inspect_pte, targets
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
-from lowerkit.cli.progress import Steps
-from lowerkit.cli.result import Lowered
+from lowerkit.zoo import catalogue
+
+if TYPE_CHECKING:
+    from lowerkit.cli.result import Lowered
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,20 +47,17 @@ def zoo_command(as_json: bool) -> None:
         rows = [
             {
                 "name": m.name,
-                "parameters": m.parameter_count(),
-                "inputs": [list(t.shape) for t in m.example_inputs()],
+                "parameters": m.parameters,
+                "inputs": [list(shape) for shape in m.input_shapes],
                 "backends": list(m.backends),
                 "description": m.description,
             }
-            for m in zoo.models()
+            for m in catalogue.ENTRIES
         ]
         click.echo(json.dumps(rows, indent=2))
         return
-    for m in zoo.models():
-        click.echo(
-            f"zoo:{m.name:<18} {m.parameter_count():>8} params  "
-            f"{'/'.join(m.backends):<11} {m.description}"
-        )
+    for m in catalogue.ENTRIES:
+        click.echo(f"zoo:{m.name:<18} {m.parameters:>8} params  {'/'.join(m.backends):<11} {m.description}")
 
 
 @main.command("lower")
@@ -99,6 +101,9 @@ def lower_command(
         from lowerkit.cli.coreml import compile_options
 
         compile_options(target, pass_names)  # validates the names before any work
+    from lowerkit.cli import lowering, model_source
+    from lowerkit.cli.progress import Steps
+
     source = model_source.load(model)
     steps = Steps.for_terminal(quiet=quiet)
     lowered = lowering.lower(
@@ -170,6 +175,10 @@ def inspect_command(pte: Path, weights: bool, as_json: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 def demo_command(output_dir: Path, quiet: bool) -> None:
     """Lower zoo models to several targets, verify them, and print time, size and checks."""
+    from lowerkit.cli import lowering, model_source
+    from lowerkit.cli.progress import Steps
+    from lowerkit.cli.verify import COREML_CANNOT_RUN
+
     output_dir.mkdir(parents=True, exist_ok=True)
     click.echo(f"{'model':<18} {'target':<18} {'seconds':>8} {'bytes':>10}  {'delegates':<22} verify")
     for model_name, target_name in DEMO_RUNS:
@@ -185,7 +194,7 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
             f"{len(lowered.pte):>10,}  {delegates or 'none':<22} {_short_verification(lowered.verification)}"
         )
     click.echo(f"wrote {len(DEMO_RUNS)} programs to {output_dir}/ (inspect them with 'lowerkit inspect')")
-    click.echo(verify_module.COREML_CANNOT_RUN + ".")
+    click.echo(COREML_CANNOT_RUN + ".")
 
 
 #: (zoo model, target) pairs the demo lowers: each backend family and quantization style once.

@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowerkit.cli import _upstream
 from lowerkit.cli.errors import UsageError
+from lowerkit.cli.pte_file import PlanEntry, read_plans
 
 
 @dataclass(frozen=True)
@@ -48,50 +48,40 @@ class PteSummary:
 
 def payloads(data: bytes) -> list[tuple[str, bytes]]:
     """(backend id, processed payload bytes) for every delegate in a .pte."""
-    program = _read(data, "<bytes>").program
-    found = []
-    for plan in program.execution_plan:
-        for delegate in plan.delegates:
-            found.append((delegate.id, _payload(program, delegate)))
-    return found
+    return [(d.backend_id, d.payload) for plan in _read(data, "<bytes>") for d in plan.delegates]
 
 
 def summarize(path: Path, *, weights: bool = False) -> PteSummary:
-    """Summarize the .pte at `path` (with Core ML weight formats if `weights`); UsageError if not a .pte."""
+    """Summarize the .pte at `path` (with Core ML weight formats if `weights`); UsageError if not a .pte.
+
+    Reads the file with the standard library; only Core ML weight formats import coremltools.
+    """
     if not path.is_file():
         raise UsageError(f"'{path}' does not exist")
     data = path.read_bytes()
-    program = _read(data, str(path)).program
     methods = []
-    for plan in program.execution_plan:
+    for plan in _read(data, str(path)):
         delegates = [
             Delegate(
-                backend_id=d.id,
-                payload_bytes=len(_payload(program, d)),
-                compile_specs={s.key: _spec_text(s.value) for s in d.compile_specs},
-                weights=_coreml_weights(_payload(program, d)) if weights and d.id == "CoreMLBackend" else None,
+                backend_id=d.backend_id,
+                payload_bytes=len(d.payload),
+                compile_specs={key: _spec_text(value) for key, value in d.compile_specs},
+                weights=_coreml_weights(d.payload) if weights and d.backend_id == "CoreMLBackend" else None,
             )
             for d in plan.delegates
         ]
-        cpu_ops = sorted({f"{op.name}.{op.overload}" if op.overload else op.name for op in plan.operators})
-        methods.append(Method(plan.name, len(plan.inputs), len(plan.outputs), delegates, cpu_ops))
+        cpu_ops = sorted({f"{name}.{overload}" if overload else name for name, overload in plan.operators})
+        methods.append(Method(plan.name, plan.inputs, plan.outputs, delegates, cpu_ops))
     return PteSummary(str(path), len(data), methods)
 
 
-def _read(data: bytes, where: str) -> Any:
+def _read(data: bytes, where: str) -> list[PlanEntry]:
     if len(data) < 8 or data[4:6] != b"ET":
         raise UsageError(f"'{where}' is not an ExecuTorch .pte file (no 'ET' file identifier)")
     try:
-        return _upstream.deserialize_pte(data)
+        return read_plans(data)
     except Exception as error:
         raise UsageError(f"'{where}' is a damaged .pte file ({type(error).__name__})") from None
-
-
-def _payload(program: Any, delegate: Any) -> bytes:
-    reference = delegate.processed
-    if int(reference.location) == 0:  # DataLocation.INLINE
-        return bytes(program.backend_delegate_data[reference.index].data)
-    return bytes(program.segments[reference.index].data) if hasattr(program.segments[reference.index], "data") else b""
 
 
 def _spec_text(value: bytes) -> str:

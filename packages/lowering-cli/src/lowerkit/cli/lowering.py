@@ -26,12 +26,16 @@ def lower(
     """Lower `source` for `target`; any failure past the user's input becomes a LoweringError."""
     warnings: list[str] = []
     batches = calibration.load(calibration_path, source, warn=warnings) if target.calibrates else []
-    from lowerkit.cli import arm, coreml
-
     try:
+        # Import only the target's backend: an Arm lowering never loads coremltools, a Core ML
+        # lowering never loads the Arm stack (TOSA, Vela).
         if target.backend == "arm":
+            from lowerkit.cli import arm
+
             lowered = arm.lower(source, target, calibration=batches, steps=steps)
         else:
+            from lowerkit.cli import coreml
+
             lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
         lowered.warnings[:0] = warnings
         if verify:
