@@ -16,9 +16,11 @@ from lowerkit.arm_passes.reference import (
 )
 from lowerkit.arm_passes.runner import FastArmPassManager
 from lowerkit.arm_passes.targets import PassTargets, audit, targets_of
+from lowerkit.arm_passes.versions import PROVEN_ON
 
 __all__ = [
     "ARM_TARGETS",
+    "PROVEN_ON",
     "ArmLowering",
     "ArmLoweringError",
     "FastArmPassManager",

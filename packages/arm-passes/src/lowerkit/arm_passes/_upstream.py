@@ -1,14 +1,22 @@
 """Every reach into ExecuTorch's private Arm names lives here, so a version bump is one file to read.
 
 Pinned against executorch 1.5.1 (``backends/arm/_passes``, ``backends/arm/tosa/backend.py``,
-``backends/transforms/propagate_view_copy_permute_pass.py``, ``exir/pass_manager.py``).
+``backends/transforms/propagate_view_copy_permute_pass.py``, ``exir/pass_manager.py``); see
+``lowerkit.arm_passes.versions.PROVEN_ON``. Besides the names below, lowerkit subclasses
+override these private upstream methods (their sources are hashed in
+``tests/arm_passes_tests/test_upstream_sources.py``): ``ArmPassManager._transform``
+(runner.FastArmPassManager) and ``PropagateViewCopyPermute{Up,Down}Pass._retrace``
+(incremental).
+
+Both patches here are `lowerkit.pass_infra.Patch`es: installed while a scope is open,
+dispatching per thread (threads outside a scope get stock ExecuTorch), restored exactly by
+the last scope out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +49,8 @@ from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
 from torch.utils import _pytree as pytree
 
+from lowerkit.pass_infra import Patch, Replacement
+
 __all__ = [
     "TOSA_EXCLUDED_TARGETS",
     "ArmPass",
@@ -55,11 +65,13 @@ __all__ = [
     "capture_backend_inputs",
     "capture_tosa_flatbuffers",
     "check_program",
+    "disable_fake_mode_checks",
     "enable_python_dispatcher",
     "ethosu_backend_id",
     "exir_ops",
     "fake_mode_of",
     "patched_arm_pass_manager",
+    "permute_targets",
     "pytree",
     "set_program_graph",
     "shallow_program_copy",
@@ -69,7 +81,7 @@ __all__ = [
 
 #: The module attribute TOSABackend._preprocess_module imports lazily on every call.
 _PASS_MANAGER_HOME = arm_passes_pkg
-_PATCH_LOCK = threading.RLock()
+_stock_preprocess: Callable[[ExportedProgram, Any], Any] = TOSABackend.__dict__["_preprocess"].__func__
 
 
 class _ListingPassManager(ArmPassManager):
@@ -120,16 +132,53 @@ def shallow_program_copy(exported_program: ExportedProgram) -> ExportedProgram:
     return copy.copy(exported_program)
 
 
+class _ArmPassManagerForThread(ArmPassManager):
+    """Stands in for ``ArmPassManager`` in ``executorch.backends.arm._passes`` while ARM_MANAGER is installed.
+
+    Constructing it builds the manager class the calling thread's innermost scope asked for,
+    or a stock ``ArmPassManager`` for a thread outside any scope (so it is neutral for them).
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        chosen = ARM_MANAGER.options() or ArmPassManager
+        manager = chosen.__new__(chosen)
+        manager.__init__(*args, **kwargs)
+        return manager  # not an instance of cls, so type.__call__ does not __init__ it again
+
+
+#: TOSABackend's preprocess builds the manager class a scope names instead of ArmPassManager.
+ARM_MANAGER = Patch(
+    "lowerkit.arm_passes.arm_pass_manager",
+    lambda: [
+        Replacement(_PASS_MANAGER_HOME, "ArmPassManager", _ArmPassManagerForThread, dispatch=False)
+    ],
+)
+
+
 @contextlib.contextmanager
 def patched_arm_pass_manager(replacement: type) -> Iterator[None]:
-    """Make TOSABackend's preprocess build `replacement` instead of ArmPassManager, restoring on exit."""
-    with _PATCH_LOCK:
-        previous = _PASS_MANAGER_HOME.ArmPassManager
-        _PASS_MANAGER_HOME.ArmPassManager = replacement
-        try:
-            yield
-        finally:
-            _PASS_MANAGER_HOME.ArmPassManager = previous
+    """Make TOSABackend's preprocess (in this thread) build `replacement` instead of ArmPassManager."""
+    with ARM_MANAGER.scope(replacement):
+        yield
+
+
+def _preprocess_through_wrappers(edge_program: ExportedProgram, compile_spec: Any) -> Any:
+    """``TOSABackend._preprocess`` through the calling thread's wrappers, innermost first."""
+    wrappers = TOSA_PREPROCESS.stack()
+
+    def call(index: int, program: ExportedProgram, spec: Any) -> Any:
+        if index < 0:
+            return _stock_preprocess(program, spec)
+        return wrappers[index](program, spec, lambda p, s: call(index - 1, p, s))
+
+    return call(len(wrappers) - 1, edge_program, compile_spec)
+
+
+#: TOSABackend._preprocess routed through ``wrapper(edge_program, compile_spec, inner)``s.
+TOSA_PREPROCESS = Patch(
+    "lowerkit.arm_passes.tosa_preprocess",
+    lambda: [Replacement(TOSABackend, "_preprocess", staticmethod(_preprocess_through_wrappers))],
+)
 
 
 @contextlib.contextmanager
@@ -141,7 +190,7 @@ def capture_tosa_flatbuffers(sink: list[bytes]) -> Iterator[None]:
         sink.append(bytes(result.processed_bytes))
         return result
 
-    with _preprocess_wrapped(recording):
+    with TOSA_PREPROCESS.scope(recording):
         yield
 
 
@@ -153,25 +202,8 @@ def capture_backend_inputs(sink: list[tuple[ExportedProgram, Any]]) -> Iterator[
         sink.append((copy.deepcopy(edge_program), compile_spec))
         return inner(edge_program, compile_spec)
 
-    with _preprocess_wrapped(recording):
+    with TOSA_PREPROCESS.scope(recording):
         yield
-
-
-@contextlib.contextmanager
-def _preprocess_wrapped(wrapper: Any) -> Iterator[None]:
-    """Route TOSABackend._preprocess through `wrapper(edge_program, compile_spec, inner)` meanwhile."""
-    original = TOSABackend.__dict__["_preprocess"]
-    inner = original.__func__
-
-    def wrapped(edge_program: ExportedProgram, compile_spec: Any) -> Any:
-        return wrapper(edge_program, compile_spec, inner)
-
-    with _PATCH_LOCK:
-        TOSABackend._preprocess = staticmethod(wrapped)
-        try:
-            yield
-        finally:
-            TOSABackend._preprocess = original
 
 
 def ethosu_backend_id() -> str:
@@ -199,3 +231,20 @@ def enable_python_dispatcher() -> Any:
 def tosa_context(compile_spec: Any, graph_module: GraphModule) -> Any:
     """The TosaLoweringContext ArmPassManager runs its pipeline in."""
     return ArmPassManager(compile_spec)._tosa_context(graph_module)
+
+
+def permute_targets(graph_pass: Any) -> Any:
+    """The permute ops a view/permute propagation pass works on (its ``_permute_targets``)."""
+    return graph_pass._permute_targets
+
+
+@contextlib.contextmanager
+def disable_fake_mode_checks(fake_mode: Any) -> Iterator[None]:
+    """``fake_mode.allow_non_fake_inputs = True`` for the block, as ExportPass's replay runs
+    ops on real constants; the mode's previous setting is put back on exit."""
+    previous = fake_mode.allow_non_fake_inputs
+    fake_mode.allow_non_fake_inputs = True
+    try:
+        yield
+    finally:
+        fake_mode.allow_non_fake_inputs = previous

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
-from lowerkit.pass_infra import PipelineReport
+from lowerkit.arm_passes.versions import accelerated_ok
+from lowerkit.pass_infra import PipelineReport, lowering_lock
 
 __all__ = ["accelerated_arm_pipeline"]
 
@@ -19,10 +20,23 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     Only the backend pass pipeline changes (same passes, same order, same output); ExecuTorch
     is restored on exit, exceptions included. With `verify`, every pass is also re-run the
     stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
+
+    Only lowerings run by the thread inside the block are accelerated (other threads get stock
+    ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several
+    threads run one at a time. On library versions other than ``PROVEN_ON`` the stock
+    pipeline runs (no reports), with an ``UnprovenVersionWarning``.
     """
     reports: list[PipelineReport] = []
-    manager: type = FastArmPassManager
-    if verify:
-        manager = type("VerifyingFastArmPassManager", (FastArmPassManager,), {"verify": True})
-    with _upstream.patched_arm_pass_manager(manager), collect_reports(reports):
-        yield reports
+    with lowering_lock():
+        if not accelerated_ok("accelerated_arm_pipeline"):
+            yield reports
+            return
+        manager = VerifyingFastArmPassManager if verify else FastArmPassManager
+        with _upstream.patched_arm_pass_manager(manager), collect_reports(reports):
+            yield reports
+
+
+class VerifyingFastArmPassManager(FastArmPassManager):
+    """FastArmPassManager in verify mode (every pass also re-run the stock way and compared)."""
+
+    verify = True

@@ -87,9 +87,12 @@ class _Refresher:
         fake_mode = _upstream.fake_mode_of(graph_module)
         if fake_mode is None:
             raise _RefreshUnsupported("no fake mode")
-        fake_mode.allow_non_fake_inputs = True
         seen_meta: set[int] = set()
-        with fake_mode, _upstream.enable_python_dispatcher():
+        with (
+            _upstream.disable_fake_mode_checks(fake_mode),
+            fake_mode,
+            _upstream.enable_python_dispatcher(),
+        ):
             for node in graph.nodes:
                 if id(node.meta) in seen_meta:
                     node.meta = dict(node.meta)
@@ -160,10 +163,12 @@ class _Refresher:
 class _ReplayAsRefresh(ExportPass):
     """Placed after an upstream helper pass in the MRO: its closing ``super().call`` re-run refreshes instead."""
 
-    _refresher: _Refresher | None = None
+    lowerkit_refresher: _Refresher | None = None
 
     def call(self, graph_module: GraphModule) -> PassResult:
-        refresher = self._refresher if self._refresher is not None else _Refresher(False)
+        refresher = self.lowerkit_refresher
+        if refresher is None:
+            refresher = _Refresher(False)
         try:
             refresher.refresh(graph_module)
         except _RefreshUnsupported:
@@ -195,7 +200,7 @@ class _IncrementalMixin:
     _incremental_refresher: _Refresher | None = None
 
     def _helper(self, helper: Any) -> Any:
-        helper._refresher = self._incremental_refresher
+        helper.lowerkit_refresher = self._incremental_refresher
         return helper
 
     def _retrace(self, graph_module: GraphModule) -> GraphModule:
@@ -229,7 +234,7 @@ class _IncrementalMixin:
             graph_module = result.graph_module
             modified |= result.modified
         result = self._helper(
-            _CanonicalizeViewCopyPermute(self._permute_targets)  # type: ignore[attr-defined]
+            _CanonicalizeViewCopyPermute(_upstream.permute_targets(self))
         ).call(graph_module)
         graph_module = result.graph_module
         modified |= result.modified
@@ -272,7 +277,7 @@ class IncrementalPropagateViewCopyPermuteDownPass(
         if self._incremental_refresher is None:
             return super().fuse_horizontal(graph_module)
         result = self._helper(
-            _FuseIdenticalInputTransforms(permute_targets=self._permute_targets)
+            _FuseIdenticalInputTransforms(permute_targets=_upstream.permute_targets(self))
         ).call(graph_module)
         return PassResult(result.graph_module, result.modified)
 

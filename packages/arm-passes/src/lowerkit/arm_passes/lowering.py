@@ -30,7 +30,7 @@ from lowerkit.arm_passes.devices import (
     quantizer_for,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
-from lowerkit.pass_infra import PipelineReport
+from lowerkit.pass_infra import PipelineReport, lowering_lock
 
 __all__ = ["ArmLowering", "lower_to_arm"]
 
@@ -217,7 +217,25 @@ def lower_to_arm(
     in float. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
     `stock=True` runs ExecuTorch's own pipeline (the reference); `verify=True` re-runs every
     pass the stock way and raises on any difference.
+
+    Holds the process-wide lowering lock (torch / ExecuTorch cannot lower in several threads
+    at once): concurrent calls run one after the other and give their sequential results.
     """
+    with lowering_lock():
+        return _lower(model_or_exported_program, example_inputs, target, quantize=quantize,
+                      calibration=calibration, stock=stock, verify=verify)
+
+
+def _lower(
+    model_or_exported_program: torch.nn.Module | ExportedProgram,
+    example_inputs: tuple[Any, ...],
+    target: str,
+    *,
+    quantize: bool,
+    calibration: Sequence[Sequence[Any]] | None,
+    stock: bool,
+    verify: bool,
+) -> ArmLowering:
     compile_spec = compile_spec_for(target)
     inputs = _as_tuple(example_inputs)
     program = _export(model_or_exported_program, inputs)

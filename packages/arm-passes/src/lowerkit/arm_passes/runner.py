@@ -24,6 +24,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.incremental import incremental_version
 from lowerkit.arm_passes.targets import targets_of
+from lowerkit.arm_passes.versions import accelerated_ok
 from lowerkit.pass_infra import (
     PassEquivalenceError,
     PassPipeline,
@@ -31,6 +32,7 @@ from lowerkit.pass_infra import (
     as_targeted,
     fast_copy_enabled,
     first_difference,
+    lowering_lock,
 )
 
 __all__ = ["FastArmPassManager", "collect_reports", "fast_passes"]
@@ -195,11 +197,14 @@ class FastArmPassManager(_upstream.ArmPassManager):
     verify = False
 
     def _transform(self, exported_program: ExportedProgram, graph_module: GraphModule) -> Any:
-        if graph_module is not exported_program.graph_module:
+        if graph_module is not exported_program.graph_module or not accelerated_ok(
+            "FastArmPassManager"
+        ):
             return super()._transform(exported_program, graph_module)
-        transformed, report = run_fast_pipeline(
-            list(self.passes), exported_program, verify=self.verify
-        )
+        with lowering_lock():
+            transformed, report = run_fast_pipeline(
+                list(self.passes), exported_program, verify=self.verify
+            )
         _upstream.set_program_graph(exported_program, transformed)
         sink = getattr(_LOCAL, "sink", None)
         if sink is not None:
