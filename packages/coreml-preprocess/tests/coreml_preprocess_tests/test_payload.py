@@ -57,3 +57,11 @@ def test_alignment_pads_file_offsets():
     payload = flatten_tree("root", {"a": b"1", "b": b"22"}, alignment=8)
     assert payload[:9] == b"1" + b"\0" * 7 + b"2"
     assert files_of(unflatten_payload(payload)[1]) == {"a": b"1", "b": b"22"}
+
+
+def test_names_with_quotes_and_backslashes_round_trip():
+    # JSON escapes these as \" and \\; the metadata is read from the payload's end.
+    tree: dict[str, Any] = {'say "hi".txt': b"x" * 5, "dir\\": {'a"': b"", "b\\\\": b"yz"}, "{": b"}"}
+    name, read = unflatten_payload(flatten_tree('root "q" \\', tree))
+    assert name == 'root "q" \\'
+    assert files_of(read) == files_of(tree)

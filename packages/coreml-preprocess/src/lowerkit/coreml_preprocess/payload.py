@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 #: Payloads above this size have their files aligned to ``LARGE_ALIGNMENT`` (as ExecuTorch does
 #: above 1 GiB so that the runtime can map them); smaller ones are packed.
@@ -69,35 +70,37 @@ def flatten_tree(root_name: str, tree: Tree, *, alignment: int | None = None) ->
     return b"".join(chunks)
 
 
-def _metadata_start(payload: bytes) -> int:
-    """Index where the reversed JSON metadata begins (scanning from the end, as the runtime does)."""
-    depth = 0
-    in_string = False
-    index = len(payload) - 1
-    # Reversed JSON: the first byte read is the object's opening brace.
-    while index >= 0:
-        char = payload[index]
-        if in_string:
-            if char == 0x22 and not (index > 0 and payload[index - 1] == 0x5C):
-                # In reversed text an escaped quote reads as '"' then '\\'.
-                in_string = False
-        elif char == 0x22:
-            in_string = True
-        elif char == 0x7B:
-            depth += 1
-        elif char == 0x7D:
-            depth -= 1
-            if depth == 0:
-                return index
-        index -= 1
-    raise ValueError("not a Core ML delegate payload: no metadata at its end")
+_FIRST_WINDOW = 64 * 1024
+
+
+def _read_metadata(payload: bytes) -> dict[str, object]:
+    """The JSON metadata written byte-reversed at the payload's end, parsed.
+
+    Reversing the payload's tail gives the metadata in reading order followed by file bytes;
+    ``json.JSONDecoder().raw_decode`` parses exactly one object from its start (escapes
+    included) and ignores what follows. The tail window grows until the object fits.
+    """
+    decoder = json.JSONDecoder()
+    window = _FIRST_WINDOW
+    while True:
+        tail = payload[-window:][::-1]
+        text = tail.decode("utf-8", errors="surrogateescape")
+        try:
+            metadata, _ = decoder.raw_decode(text)
+        except json.JSONDecodeError as error:
+            if window < len(payload):
+                window *= 4
+                continue
+            raise ValueError("not a Core ML delegate payload: no metadata at its end") from error
+        if not isinstance(metadata, dict) or "nodes" not in metadata:
+            raise ValueError("not a Core ML delegate payload: its end holds no node list")
+        return metadata
 
 
 def unflatten_payload(payload: bytes) -> tuple[str, dict[str, object]]:
     """The root name and ``{name: bytes | subtree}`` of a payload (lowerkit's or ExecuTorch's)."""
-    start = _metadata_start(payload)
-    metadata = json.loads(payload[start:][::-1].decode("utf-8"))
-    nodes = metadata["nodes"]
+    metadata = _read_metadata(payload)
+    nodes: Any = metadata["nodes"]
 
     def build(index: int) -> bytes | dict[str, object]:
         node = nodes[index]
