@@ -16,15 +16,34 @@ from lowerkit.coreml_preprocess import (
     CoreMLBackendConflictError,
     CoreMLPartitioner,
     conflict,
+    coreml_scope,
 )
 
 
-def test_importing_executorchs_backend_after_ours_fails():
-    for name in ("executorch.backends.apple.coreml.compiler", "executorch.backends.apple.coreml.partition"):
-        with pytest.raises(CoreMLBackendConflictError, match="already loaded"):
-            importlib.import_module(name)
-        assert name not in sys.modules
+def test_importing_executorchs_backend_during_a_lowering_step_fails():
+    with coreml_scope():
+        for name in ("executorch.backends.apple.coreml.compiler", "executorch.backends.apple.coreml.partition"):
+            with pytest.raises(CoreMLBackendConflictError, match="already loaded"):
+                importlib.import_module(name)
+            assert name not in sys.modules
+    assert not any(type(f).__module__ == conflict.__name__ for f in sys.meta_path)
     assert [c for c in BackendDetails.__subclasses__() if c.__name__ == "CoreMLBackend"] == [CoreMLBackend]
+
+
+def test_executorchs_backend_imported_after_ours_is_refused_at_use():
+    code = (
+        "import lowerkit.coreml_preprocess as ours\n"
+        "import executorch.backends.apple.coreml.compiler\n"
+        "try:\n"
+        "    ours.CoreMLPartitioner()\n"
+        "except ours.CoreMLBackendConflictError as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert "CoreMLBackendConflictError another Core ML backend" in done.stdout
 
 
 def test_a_second_backend_class_is_refused_at_use():

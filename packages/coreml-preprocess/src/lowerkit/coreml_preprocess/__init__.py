@@ -31,9 +31,12 @@ from lowerkit.coreml_preprocess.pass_pipeline import (
     validate_pass_names,
 )
 from lowerkit.coreml_preprocess.payload import files_of, flatten_tree, unflatten_payload
+from lowerkit.coreml_preprocess.scope import coreml_scope
+from lowerkit.coreml_preprocess.versions import PROVEN_ON
 
 __all__ = [
     "PIPELINE_METADATA_KEY",
+    "PROVEN_ON",
     "CoreMLBackend",
     "CoreMLBackendConflictError",
     "CoreMLCompileOptions",
@@ -47,6 +50,7 @@ __all__ = [
     "PassPipelineError",
     "SpecKey",
     "convert_to_mlmodel",
+    "coreml_scope",
     "files_of",
     "find_embedding_tables",
     "flatten_tree",

@@ -1,11 +1,16 @@
 """Every reach into ExecuTorch's and coremltools' private names, in one place.
 
-A version bump of either library is one file to read: this one.
+A version bump of either library is one file to read: this one (and the upstream functions
+whose source hashes ``tests/coreml_preprocess_tests/test_upstream_sources.py`` holds).
+Proven on the versions in ``lowerkit.coreml_preprocess.versions.PROVEN_ON``.
 """
 
 from __future__ import annotations
 
+import functools
+import gc
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +20,8 @@ import coremltools as ct
 import executorch.exir.backend.backend_details as _backend_details
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from torch._ops import OpOverload as OpOverload
+
+from lowerkit.pass_infra import Patch, Replacement
 
 #: ExecuTorch's module that defines its own ``CoreMLBackend`` (must not share a process with ours).
 EXECUTORCH_COREML_PREPROCESS_MODULE = "executorch.backends.apple.coreml.compiler.coreml_preprocess"
@@ -129,7 +136,9 @@ def apply_pipeline_validating_at_ends(prog: Any, pass_pipeline: Any) -> None:
 
     coremltools re-validates the whole program after every one of ~110 passes, which is about
     half of ``ct.convert``'s time on a CNN; the passes and their order are the same, so the result
-    is too. A program a pass broke is still caught, at the end of the pipeline.
+    is too. A program a pass broke is still caught, at the end of the pipeline. As upstream, the
+    program is also checked for missing essential scope information after each
+    ``common::dead_code_elimination`` (the one check that only runs there).
     """
     from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY as registry
 
@@ -141,42 +150,103 @@ def apply_pipeline_validating_at_ends(prog: Any, pass_pipeline: Any) -> None:
         graph_pass = registry[pass_name]
         graph_pass.set_options(pass_pipeline.get_options(pass_name))
         graph_pass(prog)
+        if pass_name == "common::dead_code_elimination":
+            prog.validate(check_essential_scope=True)
     prog.validate()
 
 
-class _NoFullCollection:
-    """Stands in for the ``gc`` module inside ``ct.convert`` (its one use: ``gc.collect()``)."""
+def _converters_entry() -> Any:
+    from coremltools.converters import _converters_entry as entry
+
+    return entry
+
+
+def _pass_pipeline_manager() -> Any:
+    from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+
+    return PassPipelineManager
+
+
+class _GcDuringConversion:
+    """Stands in for the ``gc`` module in coremltools' ``_converters_entry`` (its one use:
+    ``gc.collect()`` at the end of ``ct.convert``): skipped for a thread inside
+    `FASTER_CONVERSION`, the real collection for any other thread."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
 
     @staticmethod
     def collect(*args: Any) -> int:
-        return 0
+        if FASTER_CONVERSION.active():
+            return 0
+        return gc.collect(*args)
 
 
-class faster_conversion:
-    """Within the block, ``ct.convert`` does the same work minus two costs that change nothing.
+#: ``ct.convert`` minus two costs that change nothing (see `faster_conversion`).
+FASTER_CONVERSION = Patch(
+    "lowerkit.coreml_preprocess.faster_conversion",
+    lambda: [
+        Replacement(
+            _pass_pipeline_manager(),
+            "apply_pipeline",
+            staticmethod(apply_pipeline_validating_at_ends),
+        ),
+        Replacement(_converters_entry(), "gc", _GcDuringConversion(), dispatch=False),
+    ],
+)
 
-    * A MIL program is validated once before and once after each pass pipeline, not after every
-      pass (``apply_pipeline_validating_at_ends``): about half of the conversion of a CNN.
+
+def faster_conversion() -> Any:
+    """Within the block, ``ct.convert`` (in this thread) does the same work minus two costs.
+
+    * A MIL program is validated once before and once after each pass pipeline (and after each
+      dead-code elimination, as upstream), not after every pass
+      (``apply_pipeline_validating_at_ends``): about half of the conversion of a CNN.
     * ``ct.convert`` ends with a full ``gc.collect()``; in a process holding torch's and
       ExecuTorch's object graphs that alone takes up to a second. Python's collector still runs
       on its own thresholds.
-    Not thread-safe: it patches coremltools' module state for the duration of the block.
+    Other threads convert the stock way meanwhile; scopes nest (reference-counted).
     """
+    return FASTER_CONVERSION.scope()
 
-    def __enter__(self) -> None:
-        from coremltools.converters import _converters_entry
-        from coremltools.converters.mil.mil.passes import pass_pipeline
 
-        self._manager = pass_pipeline.PassPipelineManager
-        self._original = self._manager.__dict__["apply_pipeline"]
-        self._entry = _converters_entry
-        self._gc = _converters_entry.gc
-        self._manager.apply_pipeline = staticmethod(apply_pipeline_validating_at_ends)
-        _converters_entry.gc = _NoFullCollection
+def is_view_op(op: Any) -> bool:
+    """ExecuTorch's check: the op's first argument is aliased and not written (a view)."""
+    schema = op._schema
+    if len(schema.arguments) == 0:
+        return False
+    alias_info = schema.arguments[0].alias_info
+    return (alias_info is not None) and (not alias_info.is_write)
 
-    def __exit__(self, *exc: object) -> None:
-        self._manager.apply_pipeline = self._original
-        self._entry.gc = self._gc
+
+@functools.cache
+def _program_module_file() -> str:
+    import executorch.exir.program._program as program_module
+
+    return os.path.normcase(os.path.realpath(program_module.__file__ or ""))
+
+
+def called_from_deprecated_to_backend() -> bool:
+    """ExecuTorch's ``_check_if_called_from_to_backend``, without ``inspect.stack()``.
+
+    True when ``to_backend`` of ExecuTorch's ``exir/program/_program.py`` module (the same
+    file, compared by path, not by a substring) is on the stack and no function named
+    ``to_edge_transform_and_lower`` is.
+    """
+    program_file = _program_module_file()
+    frame: Any = sys._getframe(1)
+    seen_to_backend = False
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "to_edge_transform_and_lower":
+            return False
+        if (
+            code.co_name == "to_backend"
+            and os.path.normcase(os.path.realpath(code.co_filename)) == program_file
+        ):
+            seen_to_backend = True
+        frame = frame.f_back
+    return seen_to_backend
 
 
 def torch_op_supported(node: Any) -> bool:

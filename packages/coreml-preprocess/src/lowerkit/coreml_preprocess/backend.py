@@ -2,7 +2,8 @@
 
 Its backend id is ``CoreMLBackend`` (ExecuTorch finds a backend by class name), so the stock
 ExecuTorch Core ML runtime loads the ``.pte`` files it produces. Importing this module when
-ExecuTorch's own Core ML backend is loaded, or the reverse, fails (see ``conflict``).
+ExecuTorch's own Core ML backend is loaded fails; the reverse fails at the next use, or at once
+while a lowerkit Core ML step runs (see ``conflict``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from lowerkit.coreml_preprocess.package import (
     settle_manifest,
 )
 from lowerkit.coreml_preprocess.payload import flatten_tree
+from lowerkit.coreml_preprocess.scope import coreml_scope
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,11 @@ class CoreMLBackend(BackendDetails):
     def preprocess(edge_program: Any, compile_specs: list[CompileSpec]) -> PreprocessResult:
         """Convert one partition to a Core ML payload the stock ExecuTorch runtime loads."""
         conflict.ensure_sole_backend(CoreMLBackend)
+        with coreml_scope():
+            return CoreMLBackend._preprocess_one(edge_program, compile_specs)
+
+    @staticmethod
+    def _preprocess_one(edge_program: Any, compile_specs: list[CompileSpec]) -> PreprocessResult:
         options = CoreMLCompileOptions.from_compile_specs(compile_specs)
         mlmodel = convert_to_mlmodel(
             edge_program,
@@ -71,6 +78,15 @@ class CoreMLBackend(BackendDetails):
     ) -> dict[str, list[PreprocessResult]]:
         """Several methods: combined into multifunction models (POSITIONAL) or independent."""
         conflict.ensure_sole_backend(CoreMLBackend)
+        with coreml_scope():
+            return cls._preprocess_methods(edge_programs, compile_specs)
+
+    @classmethod
+    def _preprocess_methods(
+        cls,
+        edge_programs: dict[str, list[Any]],
+        compile_specs: dict[str, list[list[CompileSpec]]],
+    ) -> dict[str, list[PreprocessResult]]:
         method_names = list(edge_programs)
         if len(method_names) <= 1:
             return super().preprocess_multimethod(edge_programs, compile_specs)
@@ -163,5 +179,3 @@ def _combine_methods(
             )
     return results
 
-
-conflict.install_import_guard()

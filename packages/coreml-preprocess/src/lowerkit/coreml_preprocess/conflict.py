@@ -6,9 +6,11 @@ ExecuTorch finds a backend by class name among ``BackendDetails.__subclasses__()
 which one lowers a program would depend on import order and on the API used, silently. So:
 
 * importing lowerkit's backend when ExecuTorch's is loaded raises ``CoreMLBackendConflictError``;
-* once lowerkit's is loaded, importing ExecuTorch's Core ML ``compiler`` / ``partition`` /
-  ``recipes`` modules raises it too (a finder on ``sys.meta_path`` refuses that one module);
-* preprocess and partition check again, in case a class came in by another route.
+* while a lowerkit Core ML step runs (``scope.coreml_scope``), importing ExecuTorch's Core ML
+  ``compiler`` / ``partition`` / ``recipes`` modules raises it too (a finder on
+  ``sys.meta_path``, present only meanwhile, refuses that one module);
+* the partitioner (built and run) and preprocess check, so ExecuTorch's backend imported
+  after lowerkit's, outside a step, is refused at the next use.
 """
 
 from __future__ import annotations
@@ -67,10 +69,19 @@ class _RefuseExecuTorchCoreMLBackend(importlib.abc.MetaPathFinder):
         return None
 
 
+_GUARD = _RefuseExecuTorchCoreMLBackend()
+
+
 def install_import_guard() -> None:
     """Put the refusing finder first on ``sys.meta_path`` (once)."""
-    if not any(isinstance(f, _RefuseExecuTorchCoreMLBackend) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RefuseExecuTorchCoreMLBackend())
+    if _GUARD not in sys.meta_path:
+        sys.meta_path.insert(0, _GUARD)
+
+
+def remove_import_guard() -> None:
+    """Take the refusing finder off ``sys.meta_path``."""
+    while _GUARD in sys.meta_path:
+        sys.meta_path.remove(_GUARD)
 
 
 def check_executorch_not_loaded() -> None:

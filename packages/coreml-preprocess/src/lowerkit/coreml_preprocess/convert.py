@@ -13,18 +13,14 @@ from lowerkit.coreml_preprocess.embeddings import optimization_config
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions, SpecKey
 from lowerkit.coreml_preprocess.pass_pipeline import PIPELINE_METADATA_KEY
+from lowerkit.coreml_preprocess.scope import coreml_scope
+from lowerkit.coreml_preprocess.versions import accelerated_ok
 
 logger = logging.getLogger(__name__)
 
 #: Set to 1 to run ``ct.convert`` exactly as coremltools does (validating the MIL program after
 #: every pass, collecting garbage at the end) instead of ``_upstream.faster_conversion``.
 STOCK_CONVERSION_ENV = "LOWERKIT_COREML_STOCK_CONVERSION"
-
-
-def _register_ops() -> None:
-    from lowerkit.coreml_compiler_ops import register
-
-    register()
 
 
 def convert_to_mlmodel(
@@ -38,9 +34,16 @@ def convert_to_mlmodel(
 
     The same ``ct.convert`` call and post-conversion quantization as ExecuTorch 1.5.1; the
     pass pipeline is validated before conversion and, when not the default, recorded in the
-    model's user-defined metadata under ``lowerkit.mil_pass_pipeline``.
+    model's user-defined metadata under ``lowerkit.mil_pass_pipeline``. Runs inside
+    ``coreml_scope()`` (lowering lock, lowerkit's op translations registered meanwhile).
     """
-    _register_ops()
+    with coreml_scope():
+        return _convert(edge_program, options, compile_specs, skip_model_load)
+
+
+def _convert(
+    edge_program: Any, options: CoreMLCompileOptions, compile_specs: list[Any] | None, skip_model_load: bool
+) -> Any:
     pipeline = options.mil_pass_pipeline
     ct_inputs = None
     if options.enumerated_shapes is not None:
@@ -68,7 +71,7 @@ def convert_to_mlmodel(
         inputs=ct_inputs,
     )
     _upstream.reset_conversion_state()
-    if os.environ.get(STOCK_CONVERSION_ENV, "") == "1":
+    if os.environ.get(STOCK_CONVERSION_ENV, "") == "1" or not accelerated_ok("faster_conversion"):
         mlmodel = _convert_and_quantize(convert_kwargs, options)
     else:
         with _upstream.faster_conversion():

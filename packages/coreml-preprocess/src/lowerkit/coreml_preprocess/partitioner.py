@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,9 +15,9 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from lowerkit.coreml_preprocess import _upstream, conflict
 from lowerkit.coreml_preprocess.backend import CoreMLBackend
-from lowerkit.coreml_preprocess.convert import _register_ops
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError, CoreMLOptionsError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
+from lowerkit.coreml_preprocess.scope import coreml_scope
 
 logger = logging.getLogger(__name__)
 
@@ -37,14 +36,6 @@ def _unsupported_targets() -> frozenset[Any]:
             aten.rand.default, edge.rand.default,
         ]
     )  # fmt: skip
-
-
-def _is_view_op(op: Any) -> bool:
-    schema = op._schema
-    if len(schema.arguments) == 0:
-        return False
-    alias_info = schema.arguments[0].alias_info
-    return (alias_info is not None) and (not alias_info.is_write)
 
 
 class _CoreMLOperatorSupport(OperatorSupportBase):
@@ -118,20 +109,6 @@ _DO_NOT_DECOMPOSE_BLOCKLIST = (
 )
 
 
-def _called_from_deprecated_to_backend() -> bool:
-    """ExecuTorch's stack check, without ``inspect.stack()`` (which reads every frame's source)."""
-    frame = sys._getframe(1)
-    seen_to_backend = False
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "to_edge_transform_and_lower":
-            return False
-        if code.co_name == "to_backend" and "program/_program.py" in code.co_filename.replace("\\", "/"):
-            seen_to_backend = True
-        frame = frame.f_back  # type: ignore[assignment]
-    return seen_to_backend
-
-
 class CoreMLPartitioner(Partitioner):
     """Tags what Core ML supports for lowerkit's ``CoreMLBackend`` (ExecuTorch's arguments)."""
 
@@ -145,7 +122,6 @@ class CoreMLPartitioner(Partitioner):
         take_over_constant_data: bool = True,
     ) -> None:
         conflict.ensure_sole_backend(CoreMLBackend)
-        _register_ops()
         self.skip_ops_for_coreml_delegation = list(skip_ops_for_coreml_delegation or [])
         if isinstance(compile_specs, CoreMLCompileOptions):
             self.options = compile_specs
@@ -184,7 +160,7 @@ class CoreMLPartitioner(Partitioner):
     def partition(self, exported_program: Any) -> PartitionResult:
         """Tag the largest Core ML-supported subgraphs, constants and mutable buffers."""
         conflict.ensure_sole_backend(CoreMLBackend)
-        if _called_from_deprecated_to_backend():
+        if _upstream.called_from_deprecated_to_backend():
             logger.warning(
                 "to_edge() + to_backend() decomposes ops Core ML has fast kernels for; prefer "
                 "to_edge_transform_and_lower()."
@@ -194,6 +170,10 @@ class CoreMLPartitioner(Partitioner):
             compile_specs=self._compile_specs_for(exported_program),
         )
         self.delegation_spec = spec
+        with coreml_scope():
+            return self._partition(exported_program, spec)
+
+    def _partition(self, exported_program: Any, spec: DelegationSpec) -> PartitionResult:
         partitioner = CapabilityBasedPartitioner(
             exported_program.graph_module,
             _CoreMLOperatorSupport(self.skip_ops_for_coreml_delegation, self.lower_full_graph, log=True),
@@ -215,6 +195,13 @@ class CoreMLPartitioner(Partitioner):
         self, ep: Any
     ) -> tuple[list[Any], Callable[[torch.fx.Node], bool] | None]:
         """Ops Core ML supports as they are, kept whole by ``to_edge_transform_and_lower``."""
+        conflict.ensure_sole_backend(CoreMLBackend)
+        with coreml_scope():
+            return self._ops_to_not_decompose(ep)
+
+    def _ops_to_not_decompose(
+        self, ep: Any
+    ) -> tuple[list[Any], Callable[[torch.fx.Node], bool] | None]:
         support = _CoreMLOperatorSupport(self.skip_ops_for_coreml_delegation, self.lower_full_graph, log=False)
         keep: list[Any] = []
         for node in ep.graph.nodes:
@@ -223,7 +210,7 @@ class CoreMLPartitioner(Partitioner):
                     if (
                         support.is_node_supported(None, node)
                         and node.target not in _DO_NOT_DECOMPOSE_BLOCKLIST
-                        and not _is_view_op(node.target)
+                        and not _upstream.is_view_op(node.target)
                     ):
                         keep.append(node.target)
                 except Exception as error:
