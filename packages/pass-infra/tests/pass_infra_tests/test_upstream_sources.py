@@ -1,0 +1,38 @@
+"""Upstream functions pass-infra copies or replaces: a torch / ExecuTorch bump fails here, naming them."""
+
+from __future__ import annotations
+
+from pass_infra_tests.upstream_sources import changed
+
+#: upstream function -> (source hash, the lowerkit code to re-read when it changes).
+UPSTREAM: dict[str, tuple[str, str]] = {
+    "torch.fx.graph:Graph.create_node": ("7e8353cfe5d2ae96", "pass-infra _upstream.append_call_node"),
+    "torch.fx.proxy:TracerBase.create_node": ("a31a10139c2eb3d8", "pass-infra replay_engine.copy_node_direct, _upstream.direct_copy_possible"),
+    "torch.fx.proxy:TracerBase.create_proxy": ("e231173e48cff542", "pass-infra replay_engine._traced_node"),
+    "torch.fx.traceback:set_current_meta": ("9bf67dca43487acd", "pass-infra _upstream.shared_current_meta"),
+    "torch.fx.traceback:NodeSource.__init__": ("99395e7f40a4a049", "pass-infra _upstream.shared_node_source"),
+    "torch.fx.interpreter:Interpreter.run_node": ("c364ef1c145a2a3d", "pass-infra _upstream.replay_run_node"),
+    "torch.fx.interpreter:Interpreter._set_current_node": ("16abc6b268fb7be5", "pass-infra _upstream.overrides_set_current_node"),
+    "executorch.exir.pass_base:_ExportPassBase.ExportInterpreter.run_node": ("4825448c64e2c672", "pass-infra _upstream.replay_run_node"),
+    "executorch.exir.pass_base:_ExportPassBase._fx": ("d21aacbb5c107fba", "pass-infra replay_engine._cheap_fx / _dispatch / _traced_node"),
+    "executorch.exir.pass_base:_ExportPassBase.call_submodule": ("d0245b732570ca52", "pass-infra _upstream.lazy_call_submodule"),
+    "executorch.exir.pass_base:_ExportPassBase.call": ("689e39bb23b9834c", "pass-infra _upstream.lazy_call_submodule (its callers' state)"),
+    "executorch.exir.pass_base:_ExportPassBase.ExportTracer.set_metadata": ("ca07dc1f73717617", "pass-infra replay_engine._cheap_set_metadata"),
+    "executorch.exir.pass_base:_ExportPassBase.ExportTracer.create_arg": ("e6e164d8b63fb1db", "pass-infra replay_engine._fast_create_arg"),
+    "executorch.exir.pass_base:ExportPass.ExportTracer.create_arg": ("e62a74465159fb27", "pass-infra replay_engine._fast_create_arg"),
+    "torch.fx.proxy:TracerBase.create_arg": ("eec436601a27887a", "pass-infra replay_engine._fast_create_arg"),
+    "torch.fx._symbolic_trace:Tracer.create_arg": ("433a92814bdbb004", "pass-infra replay_engine._fast_create_arg"),
+    "executorch.exir.pass_base:_ExportPassBase._validate_symbolic_input_snapshots": ("e11ed6e366f13ee8", "pass-infra replay_engine.validate_symbolic_inputs"),
+    "executorch.exir.pass_base:_ExportPassBase._capture_symbolic_input_snapshots": ("674d9015fb5c9b4b", "pass-infra replay_engine.validate_symbolic_inputs"),
+    "executorch.exir.pass_base:_extract_symbolic_snapshot": ("b351a00dc886f364", "pass-infra replay_engine.plainly_static"),
+    "torch._library.utils:is_builtin": ("f8524c97621ee850", "pass-infra replay_engine._is_builtin (FAKE_CACHE)"),
+    "torch._subclasses.fake_tensor:FakeTensorMode._validate_cache_key": ("6e680de04c253ada", "pass-infra replay_engine._validate_cache_key (FAKE_CACHE)"),
+    "torch._subclasses.fake_tensor:_set_cache_key": ("08684370625677ba", "pass-infra replay_engine._set_cache_key (FAKE_CACHE)"),
+    "torch._subclasses.fake_tensor:_set_cache_key_for_shape_env": ("69b2df36357e38b2", "pass-infra replay_engine._set_cache_key_for_shape_env (FAKE_CACHE)"),
+    "torch._subclasses.fake_tensor:FakeTensorMode._cached_dispatch_impl": ("adf4bc424fae16f3", "pass-infra replay_engine FAKE_CACHE (cache lookup order)"),
+}
+
+
+def test_upstream_sources_are_the_ones_lowerkit_copies() -> None:
+    problems = changed(UPSTREAM)
+    assert not problems, "\n".join(problems)
