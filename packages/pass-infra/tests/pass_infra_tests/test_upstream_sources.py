@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pass_infra_tests.upstream_sources import changed
+from lowerkit.pass_infra.versions import changed_sources
 
 #: upstream function -> (source hash, the lowerkit code to re-read when it changes).
 UPSTREAM: dict[str, tuple[str, str]] = {
@@ -34,5 +34,5 @@ UPSTREAM: dict[str, tuple[str, str]] = {
 
 
 def test_upstream_sources_are_the_ones_lowerkit_copies() -> None:
-    problems = changed(UPSTREAM)
+    problems = changed_sources(UPSTREAM)
     assert not problems, "\n".join(problems)

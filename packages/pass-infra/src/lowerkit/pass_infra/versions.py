@@ -10,17 +10,23 @@ the accelerated paths anyway (for re-proving sameness after a bump).
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib
+import inspect
 import os
 import warnings
 from collections.abc import Mapping
 from importlib import metadata
+from typing import Any
 
 __all__ = [
     "ALLOW_UNPROVEN_ENV",
     "PROVEN_ON",
     "UnprovenVersionWarning",
+    "changed_sources",
     "installed_versions",
     "proven",
+    "source_hash",
     "unproven_differences",
 ]
 
@@ -91,3 +97,36 @@ def proven(package: str, proven_on: Mapping[str, str], what: str) -> bool:
             stacklevel=3,
         )
     return allowed
+
+
+# ------------------------------------------------------------- upstream source hashes
+#
+# Each package's tests hold the hash of every upstream function or class it copies or
+# replaces; a bump that changes one fails with its name and the lowerkit code to re-read.
+
+
+def _resolve(name: str) -> Any:
+    """``"package.module:Class.attr"`` -> the object (staticmethods and wrappers unwrapped)."""
+    module_name, _, path = name.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in path.split("."):
+        owner = obj
+        obj = inspect.getattr_static(owner, part) if isinstance(owner, type) else getattr(owner, part)
+        if isinstance(obj, staticmethod | classmethod):
+            obj = obj.__func__
+    return inspect.unwrap(obj)
+
+
+def source_hash(name: str) -> str:
+    """First 16 hex digits of the sha256 of ``inspect.getsource`` of ``"module:qualname"``."""
+    return hashlib.sha256(inspect.getsource(_resolve(name)).encode()).hexdigest()[:16]
+
+
+def changed_sources(expected: Mapping[str, tuple[str, str]]) -> list[str]:
+    """``{name: (hash, what to re-read)}`` -> one line per upstream source whose hash differs."""
+    lines = []
+    for name, (digest, reread) in expected.items():
+        actual = source_hash(name)
+        if actual != digest:
+            lines.append(f"{name} changed ({digest} -> {actual}): re-read {reread}")
+    return lines

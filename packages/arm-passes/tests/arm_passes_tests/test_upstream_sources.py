@@ -1,0 +1,27 @@
+"""Upstream code arm-passes copies, overrides or patches: an ExecuTorch bump fails here, naming it."""
+
+from __future__ import annotations
+
+from lowerkit.pass_infra.versions import changed_sources
+
+#: upstream function or class -> (source hash, the lowerkit code to re-read when it changes).
+UPSTREAM: dict[str, tuple[str, str]] = {
+    "executorch.backends.arm._passes.arm_pass_manager:ArmPassManager._transform": ("728867ad1c990eb4", "arm-passes runner.FastArmPassManager._transform / _upstream.set_program_graph"),
+    "executorch.backends.arm._passes.arm_pass_manager:ArmPassManager.transform_to_backend_pipeline": ("1dfdffd06f7ae5ce", "arm-passes _upstream.build_pass_list"),
+    "executorch.exir.pass_manager:ExportedProgramPassManager.check": ("a2cab355650bc461", "arm-passes _upstream.check_program"),
+    "executorch.exir.pass_manager:ExportedProgramPassManager": ("a99c4d82f4714459", "arm-passes runner.run_fast_pipeline / _run_on_program / _upstream.update_after_graph_pass"),
+    "executorch.backends.arm.tosa.backend:TOSABackend._preprocess": ("ffbbea7c89456884", "arm-passes _upstream.TOSA_PREPROCESS"),
+    "executorch.backends.arm.tosa.backend:TOSABackend._preprocess_module": ("6a77a69b3b33b301", "arm-passes _upstream.ARM_MANAGER (imports ArmPassManager lazily)"),
+    "executorch.backends.arm._passes.arm_pass:ArmPass.call_operator": ("7f63343d869ae99c", "arm-passes incremental._Refresher._refresh_node (_NO_QUANTIZED_FAKE_KERNEL)"),
+    "executorch.backends.transforms.propagate_view_copy_permute_pass:PropagateViewCopyPermuteUpPass": ("cd1c06c3d5f02d64", "arm-passes incremental.IncrementalPropagateViewCopyPermuteUpPass"),
+    "executorch.backends.transforms.propagate_view_copy_permute_pass:PropagateViewCopyPermuteDownPass": ("99d731c2e911ee89", "arm-passes incremental.IncrementalPropagateViewCopyPermuteDownPass"),
+    "executorch.backends.transforms.fuse_duplicate_users_pass:FuseDuplicateUsersPass": ("b51364a5d9f50c76", "arm-passes incremental._FuseDuplicateUsers"),
+    "executorch.backends.transforms.fuse_identical_input_transforms_pass:FuseIdenticalInputTransformsPass": ("cde680e6d069bc11", "arm-passes incremental._FuseIdenticalInputTransforms"),
+    "executorch.backends.transforms.canonicalize_view_copy_permute_pass:CanonicalizeViewCopyPermutePass": ("437a50dfbd411e2e", "arm-passes incremental._CanonicalizeViewCopyPermute"),
+    "executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops:RemovePermutesAroundElementwiseTosaOps": ("b80d6a075677d335", "arm-passes incremental._RemovePermutesAroundElementwiseTosaOps"),
+}
+
+
+def test_upstream_sources_are_the_ones_lowerkit_was_proven_with() -> None:
+    problems = changed_sources(UPSTREAM)
+    assert not problems, "\n".join(problems)
