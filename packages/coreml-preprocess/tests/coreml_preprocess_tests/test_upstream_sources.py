@@ -1,0 +1,39 @@
+"""Upstream code coreml-preprocess copies, mirrors or patches: a bump fails here, naming it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import executorch
+
+from lowerkit.coreml_preprocess import PROVEN_ON
+from lowerkit.pass_infra.versions import changed_sources, unproven_differences
+
+#: upstream function -> (source hash, the lowerkit code to re-read when it changes).
+UPSTREAM: dict[str, tuple[str, str]] = {
+    "coremltools.converters.mil.mil.passes.pass_pipeline:PassPipelineManager.apply_pipeline": ("7bae57bb03db4bf4", "coreml-preprocess _upstream.apply_pipeline_validating_at_ends"),
+    "coremltools.converters._converters_entry:convert": ("c21903e828b18b24", "coreml-preprocess _upstream.FASTER_CONVERSION (its gc.collect)"),
+    "coremltools.converters.mil.converter:_reset_conversion_state": ("416a01148cd847fa", "coreml-preprocess _upstream.reset_conversion_state"),
+}
+
+#: ExecuTorch's Core ML files lowerkit mirrors (hashed as files: importing them would load
+#: ExecuTorch's own CoreMLBackend) -> (hash, what to re-read).
+EXECUTORCH_FILES: dict[str, tuple[str, str]] = {
+    "backends/apple/coreml/partition/coreml_partitioner.py": ("7831837309211298", "partitioner.py, _upstream.called_from_deprecated_to_backend / is_view_op"),
+    "backends/apple/coreml/compiler/coreml_preprocess.py": ("d54b9c0e8588767b", "backend.py, convert.py, options.py"),
+}
+
+
+def test_proven_on_the_installed_versions() -> None:
+    assert unproven_differences(PROVEN_ON) == {}
+
+
+def test_upstream_sources_are_the_ones_lowerkit_was_proven_with() -> None:
+    problems = changed_sources(UPSTREAM)
+    root = Path(next(iter(executorch.__path__)))
+    for relative, (digest, reread) in EXECUTORCH_FILES.items():
+        actual = hashlib.sha256((root / relative).read_bytes()).hexdigest()[:16]
+        if actual != digest:
+            problems.append(f"executorch/{relative} changed ({digest} -> {actual}): re-read {reread}")
+    assert not problems, "\n".join(problems)
