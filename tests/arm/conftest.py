@@ -1,26 +1,21 @@
-"""Shared, cached lowerings of the CI model for the Arm cross-package tests (each lowering costs seconds)."""
+"""Shared, cached lowerings of the Arm zoo CNNs for the cross-package tests (each costs seconds).
+
+The test files of tests/arm run in one process (see tests/BUILD), so each lowering is done once
+for all of them.
+"""
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from golden.arm import lowering_case
 
-GOLDENS = Path(__file__).parent / "goldens" / "arm_stock.json"
-#: The smallest Arm zoo CNN: lowered for every target in CI; the others via tools/golden/arm.py --check.
+#: The smallest Arm zoo CNN: lowered for every target in CI; the others for TOSA INT.
 CI_MODEL = "ds_cnn"
 
 
 @cache
 def lowered(model: str, target: str, stock: bool = False) -> Any:
-    """lower_to_arm of a zoo model, as the goldens were recorded (cached per session)."""
+    """lower_to_arm of a zoo model, stock ExecuTorch's or lowerkit's (cached per process)."""
     return lowering_case(model, target, stock=stock)
-
-
-@cache
-def goldens() -> dict[str, Any]:
-    """The recorded stock sha256s, keyed "model/target"."""
-    return json.loads(GOLDENS.read_text())["cases"]  # type: ignore[no-any-return,unused-ignore]

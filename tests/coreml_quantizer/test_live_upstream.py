@@ -1,23 +1,20 @@
-"""One live side-by-side run: ExecuTorch's CoreMLQuantizer (unpatched, ~35 s) vs lowerkit's."""
+"""Unpatched ExecuTorch CoreMLQuantizer (~35 s a prepare) equals the memoized one the other tests use."""
 
 from __future__ import annotations
 
 from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer as UpstreamQuantizer
 
-from coreml_quantizer.conftest import load_golden
 from golden import coreml_quantizer as golden
 from lowerkit.coreml_quantizer import CoreMLQuantizer
 
 MODEL, CONFIG = "conv_linear", "static_per_channel"
 
 
-def test_lowerkit_equals_live_upstream_and_the_golden() -> None:
-    upstream = golden.outcome(MODEL, CONFIG, UpstreamQuantizer)
+def test_unpatched_upstream_equals_memoized_upstream_and_lowerkit() -> None:
+    unpatched = golden.outcome(MODEL, CONFIG, UpstreamQuantizer)
+    with golden.upstream_pattern_getters(memoize=True):
+        memoized = golden.outcome(MODEL, CONFIG, UpstreamQuantizer)
     lowerkit = golden.outcome(MODEL, CONFIG, CoreMLQuantizer)
-    assert "error" not in upstream, upstream.get("error")
-    assert lowerkit["code"] == upstream["code"]
-    assert lowerkit["tensors"] == upstream["tensors"]
-    # The goldens are recorded with upstream's pattern getters memoized; unpatched
-    # upstream must give the same.
-    recorded = load_golden(golden.golden_path(golden.DEFAULT_OUT, MODEL, CONFIG).name)
-    assert {"code": recorded["code"], "tensors": recorded["tensors"]} == upstream
+    assert "error" not in unpatched, unpatched.get("error")
+    assert memoized == unpatched
+    assert lowerkit == unpatched

@@ -1,16 +1,17 @@
-"""Record golden files of ExecuTorch's CoreMLQuantizer output for lowerkit's sameness tests.
+"""ExecuTorch's CoreMLQuantizer as the reference for lowerkit's sameness tests.
 
-For every zoo model and config, the model is exported, prepared with ExecuTorch's
-``CoreMLQuantizer`` (``prepare_pt2e`` or ``prepare_qat_pt2e``), calibrated on the
-zoo's calibration batches and converted; the golden is the converted graph's code
-plus a sha256 of every tensor it holds (parameters, buffers, get_attr constants), by
-name. It also records every pattern ExecuTorch's annotators trace, in order, with
-its graph code and ops. Upstream costs 30-45 s per prepare, so this takes a while.
+The tests in tests/coreml_quantizer/ quantize every zoo model with every config twice in one
+run, with ExecuTorch's ``CoreMLQuantizer`` and with lowerkit's (``prepare_pt2e`` or
+``prepare_qat_pt2e``, calibration on the zoo's batches, ``convert_pt2e``), and compare the
+converted graph's code plus a sha256 of every tensor it holds (``outcome``). Those outputs
+depend on the CPU's float kernels, so they are never recorded; what is recorded is
+code only: every pattern ExecuTorch's annotators trace, in order, with its graph code and
+ops (goldens/patterns.json).
 
-    python -m golden.coreml_quantizer [--out DIR] [--models a,b] [--configs x,y]
+    python -m golden.coreml_quantizer                 # re-record patterns.json
+    python -m golden.coreml_quantizer --compare [--models a,b] [--configs x,y]
 
-The helpers here (configs, ``quantize``, ``fingerprint``) are shared with the tests
-in tests/coreml_quantizer/, so goldens and tests are made the same way.
+The helpers here (configs, ``quantize``, ``fingerprint``) are shared with those tests.
 """
 
 from __future__ import annotations
@@ -316,11 +317,6 @@ def write_json(path: Path, payload: Any) -> None:
     os.replace(out.name, path)
 
 
-def golden_path(out: Path, model: str, config: str) -> Path:
-    """Where the golden for (model, config) lives."""
-    return out / f"{model}__{config}.json"
-
-
 def versions() -> dict[str, str]:
     """The versions goldens were recorded with."""
     import coremltools
@@ -336,43 +332,47 @@ def versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Record the goldens (all of them, or the selected models / configs)."""
+    """Record patterns.json; with --compare, quantize cases with both quantizers side by side."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--models", help="comma-separated zoo model names (default: all)")
-    parser.add_argument("--configs", help="comma-separated config names (default: all)")
-    parser.add_argument("--skip-patterns", action="store_true", help="do not record patterns.json")
     parser.add_argument(
-        "--no-memo",
+        "--compare",
         action="store_true",
-        help="run upstream unpatched (30-45 s per prepare) instead of memoizing its pattern getters",
+        help="quantize every (model, config) case with ExecuTorch's and lowerkit's quantizers "
+        "and report SAME / DIFFERENT (exit code: the number of differences)",
     )
+    parser.add_argument("--models", help="with --compare: comma-separated zoo models (default: all)")
+    parser.add_argument("--configs", help="with --compare: comma-separated configs (default: all)")
     args = parser.parse_args(argv)
 
-    from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer
+    if args.compare:
+        sys.exit(compare(args.models, args.configs))
+    start = time.perf_counter()
+    patterns = record_upstream_patterns()
+    write_json(args.out / "patterns.json", {"versions": versions(), "patterns": patterns})
+    print(f"patterns.json: {len(patterns)} patterns ({time.perf_counter() - start:.1f} s)", flush=True)
 
-    meta = versions()
-    if not args.skip_patterns:
-        start = time.perf_counter()
-        patterns = record_upstream_patterns()
-        write_json(args.out / "patterns.json", {"versions": meta, "patterns": patterns})
-        print(
-            f"patterns.json: {len(patterns)} patterns ({time.perf_counter() - start:.1f} s)",
-            flush=True,
-        )
-    models = set(args.models.split(",")) if args.models else None
-    configs = set(args.configs.split(",")) if args.configs else None
+
+def compare(models_arg: str | None, configs_arg: str | None) -> int:
+    """Quantize each case with upstream (memoized getters) and lowerkit; count the differences."""
+    from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer as Upstream
+
+    from lowerkit.coreml_quantizer import CoreMLQuantizer
+
+    models = set(models_arg.split(",")) if models_arg else None
+    configs = set(configs_arg.split(",")) if configs_arg else None
+    differences = 0
     for model, config in cases():
         if (models and model not in models) or (configs and config not in configs):
             continue
         start = time.perf_counter()
-        with upstream_pattern_getters(memoize=not args.no_memo):
-            result = outcome(model, config, CoreMLQuantizer)
-        payload = {"versions": meta, "model": model, "config": config, **result}
-        write_json(golden_path(args.out, model, config), payload)
-        print(
-            f"{model} / {config}: {time.perf_counter() - start:.1f} s", file=sys.stdout, flush=True
-        )
+        with upstream_pattern_getters(memoize=True):
+            expected = outcome(model, config, Upstream)
+        actual = outcome(model, config, CoreMLQuantizer)
+        verdict = "SAME" if actual == expected else "DIFFERENT"
+        differences += verdict != "SAME"
+        print(f"{model:<20} {config:<20} {time.perf_counter() - start:6.1f} s {verdict}", flush=True)
+    return differences
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from coreml_quantizer_tests.conftest import MODELS, example, exported, static_co
 from lowerkit.coreml_quantizer import (
     CoreMLQuantizer,
     CoreMLQuantizerError,
+    IgnoredConfigFieldWarning,
     prepare_pt2e,
     prepare_qat_pt2e,
     validate_config,
@@ -33,7 +34,6 @@ def _global(**kwargs: object) -> LinearQuantizerConfig:
         (_global(weight_dtype="qint4"), "4-bit weights are not supported"),
         (_global(weight_dtype=torch.float32), "activation-only quantization"),
         (_global(algorithm="learnable"), "algorithm='learnable' is not supported"),
-        (_global(milestones=[0, 1, 2, 3]), "milestones"),
         (_global(activation_observer="ema_min_max"), "activation_observer: Unsupported observer"),
         (_global(weight_observer="ema_min_max"), "weight_observer: Unsupported observer"),
         (
@@ -45,10 +45,6 @@ def _global(**kwargs: object) -> LinearQuantizerConfig:
                 module_name_configs={"fc": ModuleLinearQuantizerConfig(weight_dtype="quint4")}
             ),
             r"module_name_configs\[.fc.\]: 4-bit",
-        ),
-        (
-            LinearQuantizerConfig(non_traceable_module_names=["fc"]),
-            "non_traceable_module_names",
         ),
     ],
 )
@@ -75,6 +71,27 @@ def test_unsupported_configs_raise(config: object, message: str) -> None:
 def test_supported_configs_pass(config: LinearQuantizerConfig) -> None:
     assert validate_config(config) is config
     assert CoreMLQuantizer(config).config is config
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        (_global(milestones=[0, 0, 10, 10]), "milestones"),
+        (
+            LinearQuantizerConfig(
+                module_type_configs={torch.nn.Linear: ModuleLinearQuantizerConfig(milestones=[0, 1, 2, 3])}
+            ),
+            "milestones",
+        ),
+        (LinearQuantizerConfig(non_traceable_module_names=["fc"]), "non_traceable_module_names"),
+    ],
+)
+def test_fields_pt2e_ignores_warn_and_are_accepted(config: LinearQuantizerConfig, field: str) -> None:
+    with pytest.warns(IgnoredConfigFieldWarning, match=f"{field}.*ignored") as caught:
+        quantizer = CoreMLQuantizer(config)
+    assert quantizer.config is config
+    assert len(caught) == 1
+    assert caught[0].filename == __file__, "the warning points at the caller's line"
 
 
 def test_module_instead_of_exported_graph_module() -> None:

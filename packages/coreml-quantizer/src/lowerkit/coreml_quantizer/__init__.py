@@ -3,7 +3,7 @@
 from lowerkit.coreml_quantizer.annotation_config import AnnotationConfig
 from lowerkit.coreml_quantizer.annotators import all_pattern_keys
 from lowerkit.coreml_quantizer.config_validation import validate_config
-from lowerkit.coreml_quantizer.errors import CoreMLQuantizerError
+from lowerkit.coreml_quantizer.errors import CoreMLQuantizerError, IgnoredConfigFieldWarning
 from lowerkit.coreml_quantizer.exported import require_exported
 from lowerkit.coreml_quantizer.pattern_cache import PatternCache, PatternCacheStats, pattern_cache
 from lowerkit.coreml_quantizer.patterns import PatternKey
@@ -14,6 +14,7 @@ __all__ = [
     "AnnotationConfig",
     "CoreMLQuantizer",
     "CoreMLQuantizerError",
+    "IgnoredConfigFieldWarning",
     "PatternCache",
     "PatternCacheStats",
     "PatternKey",

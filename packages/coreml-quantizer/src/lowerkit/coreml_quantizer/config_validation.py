@@ -1,7 +1,14 @@
-"""Rejecting coremltools configs that ExecuTorch's pt2e quantizer would silently misapply."""
+"""Checking coremltools configs for the pt2e Core ML quantizer.
+
+A field that would make ExecuTorch's quantizer silently produce something other than what was
+asked (4-bit weights, a learnable algorithm, activation-only quantization) is an error; a field
+pt2e simply does not use (``milestones``, ``non_traceable_module_names``) is a warning, so every
+config ExecuTorch accepts is accepted, with the same output.
+"""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -11,7 +18,7 @@ from coremltools.optimize.torch.quantization import (
 )
 
 from lowerkit.coreml_quantizer.annotation_config import observer_class
-from lowerkit.coreml_quantizer.errors import CoreMLQuantizerError
+from lowerkit.coreml_quantizer.errors import CoreMLQuantizerError, IgnoredConfigFieldWarning
 
 
 def _check_module_config(where: str, config: ModuleLinearQuantizerConfig | None) -> None:
@@ -37,10 +44,12 @@ def _check_module_config(where: str, config: ModuleLinearQuantizerConfig | None)
             "to float32 to skip the op."
         )
     if config.milestones is not None:
-        raise CoreMLQuantizerError(
-            f"{where}: milestones={config.milestones} are a schedule for coremltools' "
-            "LinearQuantizer.step(); pt2e prepare/convert never honours them. Remove them "
-            "and enable/disable observers and fake quantization in your training loop."
+        warnings.warn(
+            f"{where}: milestones={config.milestones} are ignored: they are a schedule for "
+            "coremltools' LinearQuantizer.step(), which pt2e prepare/convert never calls. "
+            "Enable / disable observers and fake quantization in your training loop instead.",
+            IgnoredConfigFieldWarning,
+            stacklevel=4,
         )
     for role, observer in (
         ("weight_observer", config.weight_observer),
@@ -71,9 +80,11 @@ def validate_config(config: Any) -> LinearQuantizerConfig:
             f"CoreMLQuantizer takes a coremltools LinearQuantizerConfig, got {type(config).__name__}."
         )
     if config.non_traceable_module_names:
-        raise CoreMLQuantizerError(
-            "non_traceable_module_names does not apply to pt2e quantization (the model is "
-            "already exported); remove it from the config."
+        warnings.warn(
+            f"non_traceable_module_names={list(config.non_traceable_module_names)} is ignored: "
+            "pt2e quantizes a model that is already exported.",
+            IgnoredConfigFieldWarning,
+            stacklevel=3,
         )
     _check_module_config("global_config", config.global_config)
     for module_type, module_config in config.module_type_configs.items():

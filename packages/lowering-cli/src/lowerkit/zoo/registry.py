@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,15 +27,17 @@ class ZooModel:
     seed: int = 0
 
     def module(self) -> torch.nn.Module:
-        """A new instance in eval mode; the same weights every call.
+        """A new instance in eval mode; the same weights every call, on every machine.
 
+        Weights are drawn by `portable_init` (bit-identical whatever the CPU's vector unit).
         BatchNorm statistics are set from a batch of sample inputs, so that activations keep
-        their scale through the network (with PyTorch's default init and fresh statistics they
-        fade layer by layer, and a deep model's output would not depend on its input).
+        their scale through the network (with fresh statistics they fade layer by layer, and
+        a deep model's output would not depend on its input).
         """
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             module = self.build_module()
+        portable_init(module, torch.Generator().manual_seed(self.seed))
         _settle_batch_norm(module, self.calibration(BATCH_NORM_SAMPLES, seed=BATCH_NORM_SEED + self.seed))
         return module.eval()
 
@@ -58,8 +61,55 @@ BATCH_NORM_SEED = 10_000
 _BATCH_NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
 
 
+_NORMS = (*_BATCH_NORMS, torch.nn.LayerNorm, torch.nn.GroupNorm)
+_WEIGHTED = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+#: Standard deviation of parameters that no layer type above owns (e.g. position embeddings).
+OTHER_PARAMETER_STD = 0.02
+
+
+def portable_init(module: torch.nn.Module, generator: torch.Generator) -> None:
+    """Redraw every parameter with arithmetic that gives the same bits on every CPU.
+
+    PyTorch's own initializers (``uniform_``'s ``from + (to - from) * u``, ``normal_``'s
+    Box-Muller) are vectorized differently per CPU capability (AVX-512, AVX2, scalar) and
+    round differently, so the same seed gives other weights on another machine. Here every
+    value is ``(u * 2 - 1) * bound`` with ``u`` from ``torch.rand`` (exact multiples of 2^-24)
+    and each operation rounded on its own, which IEEE arithmetic makes the same everywhere.
+    Distributions: Linear / Conv weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as
+    PyTorch's default; embeddings unit variance; norms keep their constant init; any other
+    parameter has standard deviation ``OTHER_PARAMETER_STD``. Tied parameters are drawn once.
+    """
+    seen: set[int] = set()
+
+    def draw(parameter: torch.Tensor, bound: float) -> None:
+        if id(parameter) in seen:
+            return
+        seen.add(id(parameter))
+        with torch.no_grad():
+            values = torch.rand(parameter.shape, generator=generator, dtype=torch.float32)
+            parameter.copy_(values.mul_(2).sub_(1).mul_(bound))
+
+    for owner in module.modules():
+        if isinstance(owner, _WEIGHTED):
+            bound = 1.0 / math.sqrt(owner.weight[0].numel())
+            draw(owner.weight, bound)
+            if owner.bias is not None:
+                draw(owner.bias, bound)
+        elif isinstance(owner, torch.nn.Embedding):
+            draw(owner.weight, math.sqrt(3.0))
+        elif isinstance(owner, _NORMS):
+            seen.update(id(p) for p in owner.parameters(recurse=False))
+    for parameter in module.parameters():
+        draw(parameter, OTHER_PARAMETER_STD * math.sqrt(3.0))
+
+
 def _settle_batch_norm(module: torch.nn.Module, samples: list[Inputs]) -> None:
-    """Set every BatchNorm's running mean and variance to its statistics over `samples`."""
+    """Set every BatchNorm's running mean and variance to its statistics over `samples`.
+
+    The statistics come from a float64 forward pass rounded to bfloat16's 8-bit mantissa:
+    float32 sums differ in their last bits from one CPU capability to another, float64 ones
+    only far below that rounding, so the result is the same on every machine.
+    """
     norms = [m for m in module.modules() if isinstance(m, _BATCH_NORMS)]
     if not norms:
         return
@@ -68,11 +118,15 @@ def _settle_batch_norm(module: torch.nn.Module, samples: list[Inputs]) -> None:
     for norm in norms:
         norm.reset_running_stats()
         norm.momentum = None  # a cumulative average: one batch sets the statistics exactly
-    module.train()
+    module.double().train()
     with torch.no_grad():
-        module(*batch)
+        module(*(t.double() if t.is_floating_point() else t for t in batch))
+    module.float()
     for norm, momentum in zip(norms, momenta, strict=True):
         norm.momentum = momentum
+        for stat in (norm.running_mean, norm.running_var):
+            if stat is not None:
+                stat.copy_(stat.to(torch.bfloat16).to(torch.float32))
     module.eval()
 
 
