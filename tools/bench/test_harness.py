@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from bench.harness import Contender, compare, write_json
+from bench.harness import Comparison, Contender, Timing, compare, write_json
 
 
 def test_alternates_and_reports_medians_and_ratio(tmp_path):
@@ -21,7 +21,9 @@ def test_alternates_and_reports_medians_and_ratio(tmp_path):
     assert order == ["slow", "fast"] * 3
     assert len(result.baseline.seconds) == len(result.candidate.seconds) == 3
     assert result.baseline.minimum <= result.baseline.median <= result.baseline.maximum
-    assert result.ratio == result.baseline.median / result.candidate.median
+    # slow sleeps 20 ms a run and fast does nothing: slow's median is at least 20 ms.
+    assert result.baseline.median >= 0.02 > result.candidate.median
+    assert result.ratio > 1
     assert "median ratio slow / fast" in result.table()
     write_json([result], tmp_path / "out" / "bench.json")
     saved = json.loads((tmp_path / "out" / "bench.json").read_text())
@@ -40,3 +42,15 @@ def test_commands_run_as_fresh_processes_and_failures_raise():
 def test_repeat_must_be_positive():
     with pytest.raises(ValueError, match="repeat"):
         compare(Contender("a", lambda: None), Contender("b", lambda: None), repeat=0)
+
+
+def test_ratio_and_table_from_known_times():
+    result = Comparison(
+        "known", Timing("stock", [3.0, 1.0, 2.0]), Timing("lowerkit", [0.25, 1.0, 0.5])
+    )
+    assert (result.baseline.median, result.candidate.median) == (2.0, 0.5)
+    assert result.ratio == 4.0
+    table = result.table()
+    assert "median ratio stock / lowerkit: 4.00x" in table
+    assert "1.0000     2.0000     3.0000" in table
+    assert result.to_json()["ratio"] == 4.0

@@ -35,7 +35,6 @@ def test_second_get_is_a_hit_and_a_different_object(fresh_cache: None) -> None:
     second = pattern_cache.get(CONV_RELU)
     stats = pattern_cache.stats()
     assert (stats.builds, stats.hits, stats.size) == (1, 1, 1)
-    assert stats.build_seconds > 0
     assert first is not second
     assert first.graph is not second.graph
     assert {id(n) for n in first.graph.nodes}.isdisjoint({id(n) for n in second.graph.nodes})
@@ -109,3 +108,18 @@ def test_builder_is_pluggable() -> None:
     cache.get(CONV_RELU)
     cache.get(CONV_RELU)
     assert calls == [CONV_RELU]
+
+
+def test_build_seconds_count_builds_only() -> None:
+    import time
+
+    def slow_builder(key: PatternKey) -> torch.fx.GraphModule:
+        time.sleep(0.05)
+        return trace_pattern(key)
+
+    cache = PatternCache(builder=slow_builder)
+    cache.get(CONV_RELU)
+    after_build = cache.stats().build_seconds
+    assert after_build >= 0.05
+    cache.get(CONV_RELU)  # a hit: no build time added
+    assert cache.stats().build_seconds == after_build
