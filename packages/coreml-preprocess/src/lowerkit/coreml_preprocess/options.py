@@ -9,7 +9,6 @@ it knows, and its Core ML runtime reads only ``compute_units``, so the extra key
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.pass_pipeline import MilPassPipeline, resolve_pass_pipeline
+from lowerkit.coreml_preprocess.suggest import did_you_mean
 
 
 class ModelType(Enum):
@@ -56,10 +56,7 @@ _VALID_KEYS = [k.value for k in SpecKey]
 
 
 def _choice_error(what: str, value: object, valid: Sequence[str]) -> CoreMLOptionsError:
-    close = difflib.get_close_matches(str(value).lower(), [v.lower() for v in valid], n=1)
-    hint = ""
-    if close:
-        hint = f" Did you mean '{next(v for v in valid if v.lower() == close[0])}'?"
+    hint = did_you_mean(value, valid, ignore_case=True)
     return CoreMLOptionsError(f"invalid {what} {value!r}.{hint} Valid values: {', '.join(valid)}.")
 
 
@@ -265,8 +262,7 @@ class CoreMLCompileOptions:
         for spec in specs:
             key = spec.key
             if key not in _VALID_KEYS:
-                close = difflib.get_close_matches(str(key), _VALID_KEYS, n=1)
-                hint = f" Did you mean '{close[0]}'?" if close else ""
+                hint = did_you_mean(key, _VALID_KEYS)
                 raise CoreMLOptionsError(
                     f"unknown Core ML compile spec key {key!r}.{hint} Valid keys: {', '.join(_VALID_KEYS)}."
                 )

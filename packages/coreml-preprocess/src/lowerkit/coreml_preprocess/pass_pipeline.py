@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ import coremltools as ct
 
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.errors import PassPipelineError
+from lowerkit.coreml_preprocess.suggest import did_you_mean
 
 #: Preset names accepted in place of a list of pass names.
 PRESETS = ("default", "empty")
@@ -51,14 +51,12 @@ class MilPassPipeline:
 
 
 def _suggest(name: str, valid: Sequence[str]) -> str:
-    candidates = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
-    if not candidates and "::" not in name:
+    hint = did_you_mean(name, valid, n=3)
+    if not hint and "::" not in name:
         # A bare name ("fuse_conv_batchnorm") most likely misses its namespace.
         bare = {v.split("::", 1)[-1]: v for v in valid}
-        candidates = [bare[c] for c in difflib.get_close_matches(name, list(bare), n=3, cutoff=0.6)]
-    if not candidates:
-        return ""
-    return " Did you mean " + " or ".join(f"'{c}'" for c in candidates) + "?"
+        hint = did_you_mean(name, bare, n=3)
+    return hint
 
 
 def validate_pass_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -94,8 +92,7 @@ def resolve_pass_pipeline(spec: str | Sequence[str]) -> MilPassPipeline:
             return MilPassPipeline("default", tuple(_upstream.default_pass_names()))
         if spec == "empty":
             return MilPassPipeline("empty", ())
-        hint = difflib.get_close_matches(spec, PRESETS, n=1)
-        suggestion = f" Did you mean '{hint[0]}'?" if hint else ""
+        suggestion = did_you_mean(spec, PRESETS)
         raise PassPipelineError(
             f"unknown MIL pass pipeline preset '{spec}'.{suggestion} Presets: {list(PRESETS)}; "
             "or give a list of pass names."
