@@ -17,7 +17,7 @@ from typing import Any, final
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-from lowerkit.coreml_preprocess import _upstream, conflict
+from lowerkit.coreml_preprocess import _upstream, capture, conflict
 from lowerkit.coreml_preprocess.convert import convert_to_mlmodel
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
 from lowerkit.coreml_preprocess.options import (
@@ -66,6 +66,7 @@ class CoreMLBackend(BackendDetails):
             skip_model_load=options.model_type is not ModelType.COMPILED_MODEL,
         )
         built = build_payload(mlmodel, options.model_type)
+        capture.record(mlmodel)
         return PreprocessResult(
             processed_bytes=built.processed_bytes, debug_handle_map=built.debug_handle_map
         )

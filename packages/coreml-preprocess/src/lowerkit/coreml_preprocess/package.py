@@ -80,14 +80,18 @@ def deterministic_spec_bytes(spec_bytes: bytes) -> bytes:
     return bytes(spec.SerializeToString(deterministic=True))
 
 
-def _settle_spec(spec: Any) -> None:
-    metadata = spec.description.metadata.userDefined
+def settle_conversion_date(metadata: Any) -> None:
+    """Set (``SOURCE_DATE_EPOCH``) or drop coremltools' conversion date in a user metadata map."""
     date = conversion_date()
     if date is None:
         if CONVERSION_DATE_KEY in metadata:
             del metadata[CONVERSION_DATE_KEY]
     elif CONVERSION_DATE_KEY in metadata:
         metadata[CONVERSION_DATE_KEY] = date
+
+
+def _settle_spec(spec: Any) -> None:
+    settle_conversion_date(spec.description.metadata.userDefined)
     if spec.WhichOneof("Type") == "pipeline":
         for model in spec.pipeline.models:
             _settle_spec(model)

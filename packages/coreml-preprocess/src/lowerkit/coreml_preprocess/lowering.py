@@ -1,0 +1,232 @@
+"""lower_to_coreml: quantize as a recipe asks, partition, lower and serialize a model for Core ML."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+from executorch.exir import to_edge_transform_and_lower
+from executorch.exir.delegate import executorch_call_delegate
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+from torch.export import ExportedProgram
+
+from lowerkit.coreml_preprocess.capture import capturing_models
+from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
+from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
+from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
+from lowerkit.coreml_preprocess.quantize import palettize4, quantize_static_int8
+from lowerkit.coreml_preprocess.recipes import (
+    WEIGHT_THRESHOLD,
+    CoreMLRecipe,
+    compile_options_for,
+    get_recipe,
+)
+from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
+from lowerkit.pass_infra import lowering_lock
+
+__all__ = ["CoreMLLowering", "CoreMLPartitionReport", "Progress", "lower_to_coreml"]
+
+#: A step timer / progress display: ``progress("export")`` wraps the step (e.g. a CLI spinner).
+Progress = Callable[[str], AbstractContextManager[object]]
+
+BACKEND_ID = "CoreMLBackend"
+
+
+@dataclass(frozen=True)
+class CoreMLPartitionReport:
+    """One Core ML delegate: its payload size, spec version and compressed weight ops by type."""
+
+    payload_bytes: int
+    spec_version: int
+    constexpr_ops: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class CoreMLLowering:
+    """The result of lower_to_coreml: .pte bytes, the Core ML models preprocess converted, reports."""
+
+    recipe: str
+    options: CoreMLCompileOptions
+    pte: bytes
+    #: One coremltools ``MLModel`` per delegated partition, as preprocess converted it (its spec
+    #: is the payload's), in lowering order.
+    mlmodels: tuple[Any, ...] = field(repr=False)
+    #: The delegate payloads (``processed_bytes``), in lowering order.
+    payloads: tuple[bytes, ...] = field(repr=False)
+    reports: tuple[CoreMLPartitionReport, ...]
+    #: Operators left on the CPU (not delegated), e.g. ("aten.cumsum.default",).
+    cpu_ops: tuple[str, ...] = ()
+    #: What the caller may want to know (e.g. a weight-only recipe compressed nothing).
+    warnings: tuple[str, ...] = ()
+    #: The lowered program (delegate calls + CPU ops), as left by to_executorch.
+    program: ExportedProgram | None = field(default=None, repr=False, compare=False)
+    #: The program that was lowered: quantized (int8, palettize4) or float.
+    source_program: ExportedProgram | None = field(default=None, repr=False, compare=False)
+    #: int8 / palettize4: the quantized module, runnable in torch (for checks); else None.
+    reference: torch.nn.Module | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def mlmodel(self) -> Any:
+        """The first partition's MLModel (the usual single-partition case), or None."""
+        return self.mlmodels[0] if self.mlmodels else None
+
+    @property
+    def pte_sha256(self) -> str:
+        """sha256 of the .pte bytes."""
+        return hashlib.sha256(self.pte).hexdigest()
+
+    @property
+    def fully_delegated(self) -> bool:
+        """True when no operator stayed on the CPU."""
+        return not self.cpu_ops
+
+    @cached_property
+    def decoded_weights(self) -> tuple[dict[str, np.ndarray], ...]:
+        """Per partition, the dense numpy value of every compressed (constexpr) weight; computed once."""
+        return tuple(decoded_weights(m) for m in self.mlmodels)
+
+
+def _as_tuple(example_inputs: Any) -> tuple[Any, ...]:
+    if isinstance(example_inputs, tuple):
+        return example_inputs
+    if isinstance(example_inputs, list):
+        return tuple(example_inputs)
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    raise CoreMLLoweringError(
+        f"example_inputs must be a tuple of tensors, got {type(example_inputs).__name__}; "
+        "pass e.g. (torch.randn(1, 3, 32, 32),)"
+    )
+
+
+def _check_model(model: Any) -> None:
+    if not isinstance(model, torch.nn.Module | ExportedProgram):
+        raise CoreMLLoweringError(
+            "lower_to_coreml needs a torch.nn.Module or a torch.export ExportedProgram, "
+            f"got {type(model).__name__}"
+        )
+
+
+@contextlib.contextmanager
+def _untimed(_name: str) -> Iterator[None]:
+    yield
+
+
+def cpu_ops(program: ExportedProgram) -> tuple[str, ...]:
+    """Operators of a lowered program that run on the CPU (not delegate calls, not getitem)."""
+    ops: set[str] = set()
+    for node in program.graph_module.graph.nodes:
+        if node.op != "call_function" or node.target in (executorch_call_delegate, operator.getitem):
+            continue
+        ops.add(str(getattr(node.target, "__name__", node.target)))
+    return tuple(sorted(ops))
+
+
+def _payloads(program: ExportedProgram) -> list[bytes]:
+    return [
+        bytes(child.processed_bytes)
+        for _, child in program.graph_module.named_children()
+        if isinstance(child, LoweredBackendModule) and child.backend_id == BACKEND_ID
+    ]
+
+
+def lower_to_coreml(
+    model_or_exported_program: torch.nn.Module | ExportedProgram,
+    example_inputs: tuple[Any, ...],
+    recipe: str = "fp16",
+    *,
+    deployment_target: str | None = None,
+    calibration: Sequence[Sequence[Any]] | None = None,
+    pass_pipeline: str | Sequence[str] = "default",
+    progress: Progress | None = None,
+) -> CoreMLLowering:
+    """Lower a model to Core ML with a recipe: "fp16", "fp32", "int8", "w8", "w4", "palettize4".
+
+    ``int8`` is calibrated on `calibration` (default: the example inputs); ``deployment_target``
+    (e.g. "iOS18") defaults to the recipe's. Ops Core ML cannot take stay on the CPU and are
+    listed in ``cpu_ops``. `progress` wraps each step (``progress(name)`` is a context manager).
+    Bad recipes, targets or pass names raise ``CoreMLOptionsError`` before any work.
+
+    Holds the process-wide lowering lock: concurrent calls run one after the other.
+    """
+    chosen = get_recipe(recipe)
+    options = compile_options_for(chosen, deployment_target=deployment_target, pass_pipeline=pass_pipeline)
+    _check_model(model_or_exported_program)
+    inputs = _as_tuple(example_inputs)
+    samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
+    if chosen.calibrates and not samples:
+        raise CoreMLLoweringError("calibration is empty; pass at least one input tuple (or None)")
+    with lowering_lock():
+        return _lower(model_or_exported_program, inputs, chosen, options, samples, progress or _untimed)
+
+
+def _lower(
+    model: torch.nn.Module | ExportedProgram,
+    inputs: tuple[Any, ...],
+    recipe: CoreMLRecipe,
+    options: CoreMLCompileOptions,
+    samples: list[tuple[Any, ...]],
+    step: Progress,
+) -> CoreMLLowering:
+    warnings: list[str] = []
+    program, reference = _prepare(model, inputs, recipe, samples, step, warnings)
+    with step("lower to Core ML"), capturing_models() as mlmodels:
+        edge = to_edge_transform_and_lower(program, partitioner=[CoreMLPartitioner(compile_specs=options)])
+    with step("serialize"):
+        pte = bytes(edge.to_executorch().buffer)
+    lowered = edge.exported_program()
+    payloads = _payloads(lowered)
+    if recipe.weight_config is not None and not any(
+        t.is_floating_point() and t.numel() > WEIGHT_THRESHOLD for t in program.state_dict.values()
+    ):
+        warnings.append(
+            f"no weight has more than {WEIGHT_THRESHOLD} elements, so Core ML compressed none "
+            f"({recipe.name} leaves small weights as they are)"
+        )
+    reports = tuple(
+        CoreMLPartitionReport(len(p), int(m.get_spec().specificationVersion), constexpr_op_counts(m))
+        for p, m in zip(payloads, mlmodels, strict=True)
+    )
+    return CoreMLLowering(
+        recipe=recipe.name, options=options, pte=pte, mlmodels=tuple(mlmodels), payloads=tuple(payloads),
+        reports=reports, cpu_ops=cpu_ops(lowered), warnings=tuple(warnings), program=lowered,
+        source_program=program, reference=reference,
+    )
+
+
+def _prepare(
+    model: torch.nn.Module | ExportedProgram,
+    inputs: tuple[Any, ...],
+    recipe: CoreMLRecipe,
+    samples: list[tuple[Any, ...]],
+    step: Progress,
+    warnings: list[str],
+) -> tuple[ExportedProgram, torch.nn.Module | None]:
+    """The program to lower (quantized by the recipe's torch step, if any) and its torch reference."""
+    if recipe.torch_quantization == "palettize4":
+        eager = model.module() if isinstance(model, ExportedProgram) else model
+        with step("palettize (4-bit codebook)"):
+            palettized, count = palettize4(eager)
+        if not count:
+            warnings.append(
+                "palettize4 found no torch.nn.Linear layer, so nothing was palettized "
+                "(an ExportedProgram has none: pass the eager module)"
+            )
+        with step("export palettized"):
+            return torch.export.export(palettized, inputs), palettized
+    with step("export"):
+        program = model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
+    if recipe.torch_quantization != "static_int8":
+        return program, None
+    with step("quantize (pt2e static int8)"):
+        converted = quantize_static_int8(program, samples)
+    with step("export quantized"):
+        return torch.export.export(converted, inputs), converted
