@@ -5,6 +5,7 @@ from lowerkit.pass_infra.compare import GraphDifference, first_difference
 from lowerkit.pass_infra.discovery import TARGET_ATTRIBUTES, discover_targeted_ops
 from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
 from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
+from lowerkit.pass_infra.lowering import accelerated_lowering
 from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
 from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
 from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
@@ -31,6 +32,7 @@ __all__ = [
     "Replacement",
     "TargetedPass",
     "UnprovenVersionWarning",
+    "accelerated_lowering",
     "as_targeted",
     "cheaper_replay",
     "discover_targeted_ops",

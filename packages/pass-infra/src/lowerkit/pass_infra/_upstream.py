@@ -49,6 +49,8 @@ __all__ = [
     "append_call_node",
     "bypass_entry_type",
     "cache_key_func",
+    "cia_collect_sites",
+    "collect_all_valid_cia_ops",
     "create_node_hooks_of",
     "current_meta",
     "direct_copy_possible",
@@ -61,6 +63,8 @@ __all__ = [
     "library_utils",
     "needs_eager_input_vals",
     "overrides_set_current_node",
+    "plain_py_impl",
+    "py_impl_owner",
     "pytree",
     "qualified_op_name",
     "register_scope",
@@ -79,6 +83,7 @@ __all__ = [
     "stock_validate_snapshots",
     "target_to_str",
     "validate_symbolic_snapshots",
+    "xnnpack_pattern_passes",
 ]
 
 # --------------------------------------------------------------------------- names
@@ -356,3 +361,114 @@ def replay_state_snapshot() -> dict[str, Any]:
         "node_debug_str": vars(ExportPassBase).get("node_debug_str"),
         "current_meta": _fx_traceback.current_meta,
     }
+
+
+# ------------------------------------------------------- backend pattern passes (XNNPACK)
+
+
+def xnnpack_pattern_passes() -> list[tuple[type, tuple[Any, ...], Callable[[], Any]]]:
+    """XNNPACK's pattern-matching passes: (pass class, ops every pattern holds, pattern getter).
+
+    ``ConvertToUpsampleBilinear2d`` and ``ConvertToSDPAPass`` build their pattern graphs
+    (``torch.export`` + ``to_edge`` of small modules, ~20 s per process) and then match them
+    with ``SubgraphMatcher``. The ops listed are in every pattern (a test checks this live);
+    empty when the XNNPACK backend cannot be imported.
+    """
+    try:
+        from executorch.backends.xnnpack._passes.convert_to_sdpa import ConvertToSDPAPass
+        from executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d import (
+            ConvertToUpsampleBilinear2d,
+        )
+        from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+        from executorch.exir.dialects._ops import ops as exir_ops
+    except ImportError:  # pragma: no cover - the executorch wheel ships XNNPACK
+        return []
+    edge = exir_ops.edge.aten
+    return [
+        (ConvertToUpsampleBilinear2d, (edge.upsample_bilinear2d.vec,), bilinear_2d.get_graphs),
+        (ConvertToSDPAPass, (edge.bmm.default, edge._softmax.default), sdpa.get_graphs),
+    ]
+
+
+# ------------------------------------------------------------- decompositions (copies)
+
+
+def collect_all_valid_cia_ops() -> set[Any]:
+    """Copy of ``torch._export.utils._collect_all_valid_cia_ops`` materializing C++ ops once.
+
+    Stock calls ``_materialize_cpp_cia_ops`` (a getattr per CompositeImplicitAutograd
+    registration, thousands) once per op namespace; it is idempotent, and nothing registers
+    ops between two namespaces of one call, so once per call gives the same set.
+    """
+    import torch._export.utils as export_utils
+
+    export_utils._materialize_cpp_cia_ops()
+    cia_ops: set[Any] = set()
+    for op_namespace_name in torch.ops._dir:
+        if op_namespace_name != "aten":
+            if not hasattr(torch.ops, op_namespace_name):
+                raise AssertionError(f"torch.ops does not have attribute {op_namespace_name!r}")
+            op_namespace = getattr(torch.ops, op_namespace_name)
+            if isinstance(op_namespace, torch._ops._OpNamespace):
+                for op in op_namespace:
+                    op_packet = getattr(op_namespace, op)
+                    for op_overload in op_packet.op_overloads():
+                        if export_utils._is_preservable_cia_op(op_overload):
+                            cia_ops.add(op_overload)
+        else:
+            cia_ops |= export_utils._collect_all_valid_cia_ops_for_aten_namespace()
+    return cia_ops
+
+
+def cia_collect_sites() -> list[Any]:
+    """The modules that call ``_collect_all_valid_cia_ops`` by their own global name."""
+    import torch.export.decomp_utils as decomp_utils
+    import torch.export.exported_program as exported_program
+
+    return [exported_program, decomp_utils]
+
+
+def plain_py_impl(self: Any, k: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Copy of ``torch._ops.OperatorBase.py_impl`` whose inner function has no annotations.
+
+    Stock's inner ``def`` evaluates ``Callable[_P, _T]`` annotations (typing generic
+    aliases) every time py_impl is called; ``run_decompositions`` calls it ~6,000 times per
+    decomposition table. Same registrations, same errors.
+    """
+    import inspect
+
+    from torch._C import DispatchKey
+    from torch._functorch.pyfunctorch import TransformType
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def inner(fn):  # type: ignore[no-untyped-def]
+        if inspect.isclass(k) and (issubclass(k, TorchDispatchMode) or issubclass(k, torch.Tensor)):
+            if k in self.python_key_table:
+                raise AssertionError(f"{k} already registered in python_key_table")
+            self.python_key_table[k] = fn
+            self._dispatch_cache.clear()
+            return fn
+
+        if isinstance(k, TransformType):
+            if k in self.functorch_table:
+                raise AssertionError(f"{k} already registered in functorch_table")
+            self.functorch_table[k] = fn
+            return fn
+
+        if not isinstance(k, DispatchKey):
+            raise AssertionError(f"expected DispatchKey, got {type(k)}")
+        if k == DispatchKey.Python:
+            raise AssertionError("Please register a mode for the DispatchKey.Python key instead.")
+
+        if k in self.py_kernels:
+            raise RuntimeError(f"Trying to override a python impl for {k} on operator {self.name()}")
+        self.py_kernels[k] = fn
+        self._dispatch_cache.clear()
+        return fn
+
+    return inner
+
+
+def py_impl_owner() -> type:
+    """The class whose ``py_impl`` OpOverloads use (``torch._ops.OperatorBase``)."""
+    return torch._ops.OperatorBase

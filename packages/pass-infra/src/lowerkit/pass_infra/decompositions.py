@@ -1,0 +1,32 @@
+"""run_decompositions without repeated work: the CompositeImplicitAutograd op scan once per call.
+
+``ExportedProgram.run_decompositions`` (and ExecuTorch's decomposition tables) collect every
+preservable CompositeImplicitAutograd op; stock re-materializes all C++ CIA registrations once
+per op namespace (~40 times per collection). `CIA_SCAN` makes it once per collection, with
+the same result (`_upstream.collect_all_valid_cia_ops`), and ``py_impl`` (called ~6,000 times
+per table to override and restore CIA kernels) stops building typing aliases per call
+(`_upstream.plain_py_impl`).
+"""
+
+from __future__ import annotations
+
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.patching import Patch, Replacement
+
+__all__ = ["CIA_SCAN"]
+
+_NAME = "_collect_all_valid_cia_ops"
+
+
+def _replacements() -> list[Replacement]:
+    return [
+        *(
+            Replacement(module, _NAME, _upstream.collect_all_valid_cia_ops)
+            for module in _upstream.cia_collect_sites()
+        ),
+        Replacement(_upstream.py_impl_owner(), "py_impl", _upstream.plain_py_impl),
+    ]
+
+
+#: Held by ``accelerated_lowering()``.
+CIA_SCAN = Patch("lowerkit.pass_infra.cia_scan", _replacements)

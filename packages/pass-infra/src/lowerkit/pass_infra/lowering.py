@@ -1,0 +1,41 @@
+"""accelerated_lowering: ExecuTorch's generic lowering stages, for any backend, faster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from lowerkit.pass_infra.decompositions import CIA_SCAN
+from lowerkit.pass_infra.fake_cache import faketensor_cache
+from lowerkit.pass_infra.patching import lowering_lock
+from lowerkit.pass_infra.pattern_skip import PATTERN_SKIP
+from lowerkit.pass_infra.replay import cheaper_replay
+from lowerkit.pass_infra.versions import PROVEN_ON, proven
+
+__all__ = ["accelerated_lowering"]
+
+
+@contextmanager
+def accelerated_lowering() -> Iterator[None]:
+    """Within the block, ``to_edge`` / ``to_edge_transform_and_lower`` / ``to_executorch`` run faster.
+
+    Same programs and ``.pte`` bytes as stock ExecuTorch, for any backend:
+
+    - every ``ExportPass`` (ExecuTorch's edge and emit-time passes, backends' own passes such
+      as XNNPACK's preprocess passes) replays under ``cheaper_replay()``;
+    - FakeTensor's dispatch cache covers ExecuTorch's op namespaces (``faketensor_cache()``);
+    - backend pattern passes (XNNPACK's SDPA and bilinear-upsample fusions) skip building
+      their pattern graphs when an op every pattern holds is absent from the graph;
+    - ``run_decompositions`` scans the CompositeImplicitAutograd ops once per table, not once
+      per op namespace.
+
+    Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
+    is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
+    versions other than ``PROVEN_ON``.
+    """
+    with lowering_lock():
+        if not proven("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering"):
+            yield
+            return
+        with cheaper_replay(), faketensor_cache(), PATTERN_SKIP.scope(), CIA_SCAN.scope():
+            yield
