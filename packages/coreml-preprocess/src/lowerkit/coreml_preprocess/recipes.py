@@ -84,7 +84,7 @@ def get_recipe(name: str) -> CoreMLRecipe:
         return RECIPES[name]
     except (KeyError, TypeError):
         raise CoreMLOptionsError(
-            f"unknown Core ML recipe {name!r}.{did_you_mean(name, RECIPES, ignore_case=True)} "
+            f"unknown Core ML recipe {name!r}.{did_you_mean(name, list(RECIPES), ignore_case=True)} "
             f"Valid recipes: {', '.join(RECIPES)}."
         ) from None
 
