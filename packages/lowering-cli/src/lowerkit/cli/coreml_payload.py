@@ -1,9 +1,8 @@
-"""Open a Core ML delegate payload: its .mlpackage, and the formats of its compressed weights."""
+"""Open a Core ML delegate payload read from a .pte (inspect, --mlpackage): its .mlpackage, its compressed weights."""
 
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,31 +50,17 @@ def _with_model(payload: bytes, use: Callable[[Any], T]) -> T:
         return use(ct.models.MLModel(str(package), skip_model_load=True))
 
 
-def decoded_weights(payload: bytes) -> dict[str, np.ndarray]:
-    """Dense numpy weights of every constexpr (compressed) weight op in the payload."""
-    from lowerkit.coreml_compiler_ops import decode_constexpr_weights
-
-    return _with_model(payload, decode_constexpr_weights)
-
-
 def weight_summary(payload: bytes) -> dict[str, Any]:
     """Constexpr weight ops by type, and the decoded dense weights' count and element total."""
-    from lowerkit.coreml_compiler_ops import decode_constexpr_weights
+    from lowerkit.coreml_preprocess import constexpr_op_counts, decoded_weights
 
-    def summarize(model: Any) -> tuple[Any, Counter[str], dict[str, np.ndarray]]:
-        spec = model.get_spec()
-        formats: Counter[str] = Counter()
-        for function in spec.mlProgram.functions.values():
-            for block in function.block_specializations.values():
-                for operation in block.operations:
-                    if operation.type.startswith("constexpr_"):
-                        formats[operation.type] += 1
-        return spec, formats, decode_constexpr_weights(model)
+    def summarize(model: Any) -> tuple[int, dict[str, int], dict[str, np.ndarray]]:
+        return model.get_spec().specificationVersion, constexpr_op_counts(model), decoded_weights(model)
 
-    spec, formats, decoded = _with_model(payload, summarize)
+    spec_version, formats, decoded = _with_model(payload, summarize)
     return {
-        "constexpr_ops": dict(sorted(formats.items())),
+        "constexpr_ops": formats,
         "decoded_weights": len(decoded),
         "decoded_elements": int(sum(array.size for array in decoded.values())),
-        "spec_version": spec.specificationVersion,
+        "spec_version": spec_version,
     }

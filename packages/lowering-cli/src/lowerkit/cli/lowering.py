@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lowerkit.cli import calibration, inspect_pte
+from lowerkit.cli import calibration
 from lowerkit.cli.errors import CliError, LoweringError
 from lowerkit.cli.model_source import ModelSource
 from lowerkit.cli.progress import Steps
@@ -53,8 +53,7 @@ def _verify(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
 
     if lowered.target.backend == "arm":
         return verify.verify_arm(lowered, source)
-    payloads = [p for backend, p in inspect_pte.payloads(lowered.pte) if backend == "CoreMLBackend"]
-    return verify.verify_coreml(lowered, source, payloads)
+    return verify.verify_coreml(lowered, source)
 
 
 def _as_lowering_error(error: Exception, what: str) -> Exception:

@@ -32,19 +32,22 @@ def _outputs(module: Any, inputs: Inputs) -> list[np.ndarray]:
     return [t.detach().float().numpy() for t in tensors]
 
 
-def verify_coreml(lowered: Lowered, source: ModelSource, payloads: list[bytes]) -> dict[str, Any]:
-    """Quantization SQNR against float in torch, and decoded-weight SQNR, for a Core ML program."""
-    from lowerkit.cli.coreml_payload import decoded_weights
+def verify_coreml(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
+    """Quantization SQNR against float in torch, and decoded-weight SQNR, for a Core ML program.
 
+    `lowered.reference` is the CoreMLLowering: its torch reference (int8, palettize4) and the
+    weights decoded from the MLModels preprocess converted.
+    """
+    lowering = lowered.reference
     result: dict[str, Any] = {"note": COREML_CANNOT_RUN}
     float_outputs = _outputs(source.eager(), source.example_inputs)
-    if lowered.reference is not None:
-        quantized = _outputs(lowered.reference, source.example_inputs)
+    if lowering.reference is not None:
+        quantized = _outputs(lowering.reference, source.example_inputs)
         result["output_sqnr_db"] = min(
             sqnr_db(f, q) for f, q in zip(float_outputs, quantized, strict=True)
         )
         result["compared"] = "quantized program in torch vs float eager, on the example inputs"
-    weights = [w for payload in payloads for w in decoded_weights(payload).values()]
+    weights = [w for decoded in lowering.decoded_weights for w in decoded.values()]
     if weights:
         parameters = [p.detach().numpy() for p in source.eager().parameters()]
         parameters += _batch_norm_folded_weights(source.export())
