@@ -30,6 +30,13 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch._subclasses.fake_tensor:_set_cache_key": ("08684370625677ba", "pass-infra replay_engine._set_cache_key (FAKE_CACHE)"),
     "torch._subclasses.fake_tensor:_set_cache_key_for_shape_env": ("69b2df36357e38b2", "pass-infra replay_engine._set_cache_key_for_shape_env (FAKE_CACHE)"),
     "torch._subclasses.fake_tensor:FakeTensorMode._cached_dispatch_impl": ("adf4bc424fae16f3", "pass-infra replay_engine FAKE_CACHE (cache lookup order)"),
+    "torch._export.utils:_collect_all_valid_cia_ops": ("1d09a99ea79bd377", "pass-infra _upstream.collect_all_valid_cia_ops (CIA_SCAN)"),
+    "torch._export.utils:_collect_all_valid_cia_ops_for_namespace": ("c26d5cd619830773", "pass-infra _upstream.collect_all_valid_cia_ops (CIA_SCAN)"),
+    "torch._export.utils:_materialize_cpp_cia_ops": ("51472f6b4e2c3782", "pass-infra _upstream.collect_all_valid_cia_ops (idempotent materialization)"),
+    "torch._ops:OperatorBase.py_impl": ("8173bd205b783783", "pass-infra _upstream.plain_py_impl (CIA_SCAN)"),
+    "executorch.backends.xnnpack._passes.convert_to_sdpa:ConvertToSDPAPass.call": ("4a789124b2f94fae", "pass-infra pattern_skip._skipping_call, _upstream.xnnpack_pattern_passes"),
+    "executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d:ConvertToUpsampleBilinear2d.call": ("d6d9c859f8b87991", "pass-infra pattern_skip._skipping_call, _upstream.xnnpack_pattern_passes"),
+    "torch.fx.passes.utils.matcher_utils:SubgraphMatcher._nodes_are_equal": ("b3cf5de7a34912b7", "pass-infra pattern_skip.cannot_match"),
 }
 
 
