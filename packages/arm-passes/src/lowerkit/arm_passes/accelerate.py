@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
 from lowerkit.arm_passes.versions import accelerated_ok
-from lowerkit.pass_infra import PipelineReport, lowering_lock
+from lowerkit.pass_infra import PipelineReport, accelerated_lowering, lowering_lock
 
 __all__ = ["accelerated_arm_pipeline"]
 
@@ -17,8 +17,10 @@ __all__ = ["accelerated_arm_pipeline"]
 def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineReport]]:
     """Within the block, the Arm TOSA/Ethos-U backends run the fast pipeline; yields the list of reports.
 
-    Only the backend pass pipeline changes (same passes, same order, same output); ExecuTorch
-    is restored on exit, exceptions included. With `verify`, every pass is also re-run the
+    The backend pass pipeline runs lowerkit's way (same passes, same order, same output), and
+    ExecuTorch's generic stages (edge passes, ``run_decompositions``, ``to_executorch``) run
+    inside ``lowerkit.pass_infra.accelerated_lowering()``; ExecuTorch is restored on exit,
+    exceptions included. With `verify`, every pass is also re-run the
     stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
 
     Only lowerings run by the thread inside the block are accelerated (other threads get stock
@@ -32,7 +34,11 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
             yield reports
             return
         manager = VerifyingFastArmPassManager if verify else FastArmPassManager
-        with _upstream.patched_arm_pass_manager(manager), collect_reports(reports):
+        with (
+            accelerated_lowering(),
+            _upstream.patched_arm_pass_manager(manager),
+            collect_reports(reports),
+        ):
             yield reports
 
 
