@@ -25,7 +25,7 @@ class Lowered:
     cpu_ops: list[str] = field(default_factory=list)
     #: Warnings for the user.
     warnings: list[str] = field(default_factory=list)
-    #: What the quantized program computes, runnable in torch (for --verify), where there is one.
+    #: The backend library's result (ArmLowering / CoreMLLowering), for --verify.
     reference: Any = field(default=None, repr=False)
     #: Verification results (--verify).
     verification: dict[str, Any] = field(default_factory=dict)
