@@ -9,6 +9,7 @@ process on the same input; Core ML payloads are deterministic in lowerkit, so by
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import coremltools as ct
 import pytest
@@ -25,7 +26,7 @@ from lowerkit.coreml_preprocess import (
 )
 
 SPEC = "model.mlpackage/Data/com.apple.CoreML/model.mlmodel"
-_WEIGHTS = {
+_WEIGHTS: dict[str, dict[str, Any]] = {
     "w8": {"mode": "linear_symmetric", "dtype": "int8", "granularity": "per_channel"},
     "w4": {"mode": "linear_symmetric", "dtype": "int4", "granularity": "per_block", "block_size": 32},
 }
