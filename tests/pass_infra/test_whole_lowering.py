@@ -139,6 +139,7 @@ def _patched_attributes() -> dict[str, Any]:
         "cia.exported_program": exported_program._collect_all_valid_cia_ops,
         "cia.decomp_utils": decomp_utils._collect_all_valid_cia_ops,
         "py_impl": vars(torch._ops.OperatorBase)["py_impl"],
+        "set_current_meta": torch.fx.traceback.set_current_meta,
     }
     for cls, _, _ in pattern_passes():
         state[f"{cls.__name__}.call"] = vars(cls)["call"]
@@ -150,7 +151,9 @@ def test_every_patched_function_is_the_original_after_the_scope() -> None:
     with accelerated_lowering(), accelerated_lowering():
         inside = _patched_attributes()
     changed = {k for k in before if inside[k] is not before[k]}
-    assert {"py_impl", "cia.exported_program", "cia.decomp_utils", "replay.run_node"} <= changed
+    assert {
+        "py_impl", "cia.exported_program", "cia.decomp_utils", "replay.run_node", "set_current_meta"
+    } <= changed
     assert {f"{cls.__name__}.call" for cls, _, _ in pattern_passes()} <= changed
     after = _patched_attributes()
     assert {k for k in before if after[k] is not before[k]} == set()

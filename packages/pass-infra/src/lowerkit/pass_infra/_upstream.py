@@ -58,6 +58,7 @@ __all__ = [
     "fake_cache",
     "fake_cache_module",
     "fake_state_snapshot",
+    "fx_traceback_module",
     "is_operator",
     "lazy_call_submodule",
     "library_utils",
@@ -472,3 +473,8 @@ def plain_py_impl(self: Any, k: Any) -> Callable[[Callable[..., Any]], Callable[
 def py_impl_owner() -> type:
     """The class whose ``py_impl`` OpOverloads use (``torch._ops.OperatorBase``)."""
     return torch._ops.OperatorBase
+
+
+def fx_traceback_module() -> Any:
+    """``torch.fx.traceback``, whose ``set_current_meta`` torch's Interpreter looks up per node."""
+    return _fx_traceback

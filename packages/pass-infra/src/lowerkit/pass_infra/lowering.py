@@ -9,6 +9,7 @@ from lowerkit.pass_infra.decompositions import CIA_SCAN
 from lowerkit.pass_infra.fake_cache import faketensor_cache
 from lowerkit.pass_infra.patching import lowering_lock
 from lowerkit.pass_infra.pattern_skip import PATTERN_SKIP
+from lowerkit.pass_infra.provenance import SHARED_PROVENANCE
 from lowerkit.pass_infra.replay import cheaper_replay
 from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
@@ -27,7 +28,8 @@ def accelerated_lowering() -> Iterator[None]:
     - backend pattern passes (XNNPACK's SDPA and bilinear-upsample fusions) skip building
       their pattern graphs when an op every pattern holds is absent from the graph;
     - ``run_decompositions`` scans the CompositeImplicitAutograd ops once per table, not once
-      per op namespace.
+      per op namespace;
+    - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -37,5 +39,11 @@ def accelerated_lowering() -> Iterator[None]:
         if not proven("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering"):
             yield
             return
-        with cheaper_replay(), faketensor_cache(), PATTERN_SKIP.scope(), CIA_SCAN.scope():
+        with (
+            cheaper_replay(),
+            faketensor_cache(),
+            PATTERN_SKIP.scope(),
+            CIA_SCAN.scope(),
+            SHARED_PROVENANCE.scope(),
+        ):
             yield
