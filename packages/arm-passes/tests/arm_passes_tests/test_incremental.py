@@ -102,8 +102,9 @@ def _check_against_upstream(
     assert graph_signature(fast.graph_module) == graph_signature(reference.graph_module)
     assert fast.graph_module.code == reference.graph_module.code
     if reference.modified:
-        assert fast_replays <= 1 < stock_replays or stock_replays <= 1
-        assert fast_replays <= stock_replays
+        # Stock's fixpoint replays the whole graph until a round changes nothing (at least twice
+        # when it changed something); the incremental version replays at most once.
+        assert fast_replays <= 1 < stock_replays, (fast_replays, stock_replays)
 
 
 def test_incremental_version_keeps_state() -> None:

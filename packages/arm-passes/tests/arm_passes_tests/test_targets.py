@@ -44,6 +44,23 @@ def test_table_has_no_stale_names(pipelines: dict[str, list[object]]) -> None:
     assert set(LISTED_TARGETS) <= names, set(LISTED_TARGETS) - names
 
 
+def test_a_listed_entry_wins_and_resolves_its_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LISTED_TARGETS is empty in ExecuTorch 1.5.1; an entry must still take precedence."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    from lowerkit.arm_passes import targets
+
+    class PassWithoutTargetAttribute(ExportPass):
+        pass
+
+    assert targets_of(PassWithoutTargetAttribute()) is None
+    monkeypatch.setitem(targets.LISTED_TARGETS, "PassWithoutTargetAttribute", ("edge.aten.relu.default",))
+    entry = targets_of(PassWithoutTargetAttribute())
+    assert entry is not None and entry.source == "listed"
+    assert entry.ops == (exir_ops.edge.aten.relu.default,)
+    assert audit([PassWithoutTargetAttribute()]) == []
+
+
 def test_an_unknown_pass_is_reported() -> None:
     class SomeNewUpstreamPass(ExportPass):
         pass
