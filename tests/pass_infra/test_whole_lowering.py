@@ -178,5 +178,7 @@ def test_arm_tosa_int_lowering_is_the_same() -> None:
             )
     assert runs[False].reports, "the accelerated pipeline did not run"
     assert runs[False].tosa_flatbuffers == runs[True].tosa_flatbuffers
-    assert runs[False].program.graph_module.code == runs[True].program.graph_module.code
+    fast_program, stock_program = runs[False].program, runs[True].program
+    assert fast_program is not None and stock_program is not None
+    assert fast_program.graph_module.code == stock_program.graph_module.code
     assert runs[False].pte == runs[True].pte

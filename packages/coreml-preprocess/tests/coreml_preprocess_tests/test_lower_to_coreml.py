@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from typing import Any
 
 import coremltools as ct
 import numpy as np
@@ -151,7 +152,8 @@ def test_bad_options_fail_before_any_work(kwargs, message):
 
 def test_bad_model_and_calibration():
     with pytest.raises(CoreMLLoweringError, match=r"needs a torch\.nn\.Module"):
-        lower_to_coreml("model.pt2", (torch.randn(1),))  # type: ignore[arg-type]
+        not_a_model: Any = "model.pt2"
+        lower_to_coreml(not_a_model, (torch.randn(1),))
     module, inputs = _model()
     with pytest.raises(CoreMLLoweringError, match="calibration is empty"):
         lower_to_coreml(module, inputs, "int8", calibration=[])
