@@ -42,8 +42,13 @@ COREML_STACK = (
     "lowerkit.coreml_quantizer",
     "lowerkit.coreml_compiler_ops",
 )
+#: pass-infra's modules that lower something (its shared helpers, `suggest` and `files`, are light).
+PASS_INFRA_ENGINE = tuple(
+    f"lowerkit.pass_infra.{m}"
+    for m in ("lowering", "replay", "replay_engine", "pipeline", "targeted", "fake_cache", "_upstream", "numerics")
+)
 #: What a command that lowers nothing must not load.
-HEAVY = ("torch", "executorch", "torchao", "numpy", "lowerkit.pass_infra", "lowerkit.zoo.registry", *ARM_STACK, *COREML_STACK)
+HEAVY = ("torch", "executorch", "torchao", "numpy", *PASS_INFRA_ENGINE, "lowerkit.zoo.registry", *ARM_STACK, *COREML_STACK)
 
 
 def run_cli(folder: Path, *args: str) -> tuple[str, set[str]]:

@@ -7,7 +7,6 @@ import hashlib
 import io
 import operator
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from lowerkit.arm_passes.devices import (
     quantizer_for,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
-from lowerkit.pass_infra import PipelineReport, lowering_lock
+from lowerkit.pass_infra import PipelineReport, lowering_lock, write_bytes_atomically
 
 __all__ = ["ArmLowering", "lower_to_arm"]
 
@@ -84,16 +83,7 @@ class ArmLowering:
         """Write the .pte atomically (temp file + rename); return the path."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(self.pte)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        return target
+        return write_bytes_atomically(target, self.pte)
 
 
 def _as_tuple(example_inputs: Any) -> tuple[Any, ...]:

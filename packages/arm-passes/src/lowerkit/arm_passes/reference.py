@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import math
 import os
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import torch
 
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.lowering import ArmLowering
+from lowerkit.pass_infra import sqnr_db
 
 __all__ = ["ReferenceCheck", "run_tosa_reference", "verify_on_reference_model"]
 
@@ -124,9 +124,7 @@ def verify_on_reference_model(
             quanta = max(quanta, float((value - reference).abs().max()) / scale)
         got.append(value)
     error = max(float((g - e).abs().max()) for g, e in zip(got, expected, strict=True))
-    signal = sum(float((e.double() ** 2).sum()) for e in expected)
-    noise = sum(float(((g.double() - e.double()) ** 2).sum()) for g, e in zip(got, expected, strict=True))
-    sqnr = math.inf if noise == 0 else 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
+    sqnr = sqnr_db(list(expected), got)
     compared = (
         "TOSA reference model vs torch fake-quantized program"
         if integer

@@ -50,9 +50,9 @@ from lowerkit.coreml_preprocess.recipes import (
     get_recipe,
 )
 from lowerkit.coreml_preprocess.scope import coreml_scope
-from lowerkit.coreml_preprocess.suggest import did_you_mean
 from lowerkit.coreml_preprocess.versions import PROVEN_ON
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
+from lowerkit.pass_infra.suggest import did_you_mean
 
 __all__ = [
     "PIPELINE_METADATA_KEY",

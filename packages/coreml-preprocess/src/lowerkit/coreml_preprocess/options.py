@@ -21,7 +21,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.pass_pipeline import MilPassPipeline, resolve_pass_pipeline
-from lowerkit.coreml_preprocess.suggest import did_you_mean
+from lowerkit.pass_infra.suggest import did_you_mean
 
 
 class ModelType(Enum):

@@ -21,7 +21,7 @@ import coremltools as ct
 
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
-from lowerkit.coreml_preprocess.suggest import did_you_mean
+from lowerkit.pass_infra.suggest import did_you_mean
 
 __all__ = ["RECIPES", "WEIGHT_THRESHOLD", "CoreMLRecipe", "compile_options_for", "get_recipe"]
 

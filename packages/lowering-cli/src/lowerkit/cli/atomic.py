@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lowerkit.cli.errors import UsageError
+from lowerkit.pass_infra.files import write_bytes_atomically
 
 
 def check_writable(path: Path) -> None:
@@ -30,17 +31,7 @@ def check_writable(path: Path) -> None:
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically (temporary file in the same folder, then rename)."""
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_bytes_atomically(path, data)
 
 
 def write_directory(path: Path, fill: Callable[[Path], None]) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from lowerkit.cli.errors import UsageError
+from lowerkit.pass_infra.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,6 @@ def get(name: str) -> Target:
     try:
         return TARGETS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, TARGETS, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise UsageError(f"unknown target '{name}'.{hint} Valid targets: {', '.join(TARGETS)}") from None
+        raise UsageError(
+            f"unknown target '{name}'.{did_you_mean(name, list(TARGETS))} Valid targets: {', '.join(TARGETS)}"
+        ) from None

@@ -10,19 +10,12 @@ import torch
 
 from lowerkit.cli.model_source import Inputs, ModelSource
 from lowerkit.cli.result import Lowered
+from lowerkit.pass_infra.numerics import sqnr_db
 
 COREML_CANNOT_RUN = (
     "Core ML itself cannot run on Linux: the Core ML program was checked through torch "
     "and its decoded weights, not executed"
 )
-
-
-def sqnr_db(reference: np.ndarray, approximation: np.ndarray) -> float:
-    """Signal-to-quantization-noise ratio in dB (inf when equal)."""
-    reference = np.asarray(reference, dtype=np.float64)
-    noise = float(np.sum((reference - np.asarray(approximation, dtype=np.float64)) ** 2))
-    signal = float(np.sum(reference**2))
-    return math.inf if noise == 0.0 else 10.0 * math.log10(signal / noise) if signal else -math.inf
 
 
 def _outputs(module: Any, inputs: Inputs) -> list[np.ndarray]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from lowerkit.pass_infra.suggest import did_you_mean
 from lowerkit.zoo import cnn, transformer
 
 Inputs = tuple[torch.Tensor, ...]
@@ -203,8 +203,6 @@ def get(name: str) -> ZooModel:
     try:
         return _MODELS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, _MODELS, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
         raise KeyError(
-            f"unknown zoo model '{name}'.{hint} Valid names: {', '.join(_MODELS)}"
+            f"unknown zoo model '{name}'.{did_you_mean(name, list(_MODELS))} Valid names: {', '.join(_MODELS)}"
         ) from None

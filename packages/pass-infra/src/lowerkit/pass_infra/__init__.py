@@ -1,22 +1,68 @@
 """lowerkit.pass_infra: ExportPass infrastructure that skips untouched graphs, fast-copies
-untargeted nodes, replays the rest more cheaply, and proves it changed nothing."""
+untargeted nodes, replays the rest more cheaply, and proves it changed nothing; also the few
+helpers every lowerkit package shares (did_you_mean, write_bytes_atomically, sqnr_db).
 
-from lowerkit.pass_infra.compare import GraphDifference, first_difference
-from lowerkit.pass_infra.discovery import TARGET_ATTRIBUTES, discover_targeted_ops
-from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
-from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
-from lowerkit.pass_infra.lowering import accelerated_lowering
-from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
-from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
-from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
-from lowerkit.pass_infra.targeted import (
-    TargetedPass,
-    as_targeted,
-    fast_copy_enabled,
-    reference_copy,
-    should_run,
-)
-from lowerkit.pass_infra.versions import PROVEN_ON, UnprovenVersionWarning
+Names load on first use: importing the package (or `suggest` / `files`) does not import torch
+or ExecuTorch, so the `lowerkit` command can use the shared helpers and still start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowerkit.pass_infra.compare import GraphDifference, first_difference
+    from lowerkit.pass_infra.discovery import TARGET_ATTRIBUTES, discover_targeted_ops
+    from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
+    from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
+    from lowerkit.pass_infra.files import write_bytes_atomically
+    from lowerkit.pass_infra.lowering import accelerated_lowering
+    from lowerkit.pass_infra.numerics import sqnr_db
+    from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
+    from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
+    from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
+    from lowerkit.pass_infra.suggest import did_you_mean
+    from lowerkit.pass_infra.targeted import (
+        TargetedPass,
+        as_targeted,
+        fast_copy_enabled,
+        reference_copy,
+        should_run,
+    )
+    from lowerkit.pass_infra.versions import PROVEN_ON, UnprovenVersionWarning
+
+#: Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "EXECUTORCH_NAMESPACES": "lowerkit.pass_infra.fake_cache",
+    "PROVEN_ON": "lowerkit.pass_infra.versions",
+    "TARGET_ATTRIBUTES": "lowerkit.pass_infra.discovery",
+    "GraphDifference": "lowerkit.pass_infra.compare",
+    "PassEquivalenceError": "lowerkit.pass_infra.errors",
+    "PassInfraError": "lowerkit.pass_infra.errors",
+    "PassPipeline": "lowerkit.pass_infra.pipeline",
+    "PassRecord": "lowerkit.pass_infra.pipeline",
+    "Patch": "lowerkit.pass_infra.patching",
+    "PipelineReport": "lowerkit.pass_infra.pipeline",
+    "Replacement": "lowerkit.pass_infra.patching",
+    "TargetedPass": "lowerkit.pass_infra.targeted",
+    "UnprovenVersionWarning": "lowerkit.pass_infra.versions",
+    "accelerated_lowering": "lowerkit.pass_infra.lowering",
+    "as_targeted": "lowerkit.pass_infra.targeted",
+    "cheaper_replay": "lowerkit.pass_infra.replay",
+    "did_you_mean": "lowerkit.pass_infra.suggest",
+    "discover_targeted_ops": "lowerkit.pass_infra.discovery",
+    "faketensor_cache": "lowerkit.pass_infra.fake_cache",
+    "fast_copy_enabled": "lowerkit.pass_infra.targeted",
+    "first_difference": "lowerkit.pass_infra.compare",
+    "lowering_lock": "lowerkit.pass_infra.patching",
+    "pass_name": "lowerkit.pass_infra.pipeline",
+    "reference_copy": "lowerkit.pass_infra.targeted",
+    "should_run": "lowerkit.pass_infra.targeted",
+    "sqnr_db": "lowerkit.pass_infra.numerics",
+    "vouch_for": "lowerkit.pass_infra.replay",
+    "write_bytes_atomically": "lowerkit.pass_infra.files",
+}
 
 __all__ = [
     "EXECUTORCH_NAMESPACES",
@@ -35,6 +81,7 @@ __all__ = [
     "accelerated_lowering",
     "as_targeted",
     "cheaper_replay",
+    "did_you_mean",
     "discover_targeted_ops",
     "faketensor_cache",
     "fast_copy_enabled",
@@ -43,5 +90,21 @@ __all__ = [
     "pass_name",
     "reference_copy",
     "should_run",
+    "sqnr_db",
     "vouch_for",
+    "write_bytes_atomically",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining `name` on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

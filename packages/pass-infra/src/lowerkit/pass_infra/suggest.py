@@ -1,4 +1,4 @@
-"""did_you_mean: the one "Did you mean ...?" hint of this package's errors."""
+"""did_you_mean: the one "Did you mean ...?" hint of every lowerkit error (no torch import)."""
 
 from __future__ import annotations
 
