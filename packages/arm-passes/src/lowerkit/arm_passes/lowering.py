@@ -29,7 +29,7 @@ from lowerkit.arm_passes.devices import (
     quantizer_for,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
-from lowerkit.pass_infra import PipelineReport, lowering_lock, write_bytes_atomically
+from lowerkit.pass_infra import PipelineReport, graph_ops, lowering_lock, write_bytes_atomically
 
 __all__ = ["ArmLowering", "lower_to_arm"]
 
@@ -137,23 +137,9 @@ _IO_CONVERSIONS = frozenset(
 )
 
 
-def _op_name(target: Any) -> str:
-    name = getattr(target, "_name", None) or getattr(target, "__name__", None) or str(target)
-    return str(name)
-
-
-def _cpu_ops(program: ExportedProgram) -> tuple[str, ...]:
-    ops: set[str] = set()
-    for node in program.graph_module.graph.nodes:
-        if node.op != "call_function":
-            continue
-        if node.target is executorch_call_delegate or node.target is operator.getitem:
-            continue
-        name = _op_name(node.target)
-        if name in _IO_CONVERSIONS and _at_delegate_boundary(node):
-            continue
-        ops.add(name)
-    return tuple(sorted(ops))
+def _delegate_io_conversion(node: Any) -> bool:
+    """A quantize / dequantize at a delegate's input or output: part of the delegate's interface."""
+    return graph_ops.op_name(node.target) in _IO_CONVERSIONS and _at_delegate_boundary(node)
 
 
 def _at_delegate_boundary(node: Any) -> bool:
@@ -174,7 +160,7 @@ def _boundary_qparams(
     for node in program.graph_module.graph.nodes:
         if node.op != "call_function" or not _at_delegate_boundary(node):
             continue
-        name = _op_name(node.target)
+        name = graph_ops.op_name(node.target)
         if name == "quantized_decomposed::quantize_per_tensor":
             inputs.append((float(node.args[1]), int(node.args[2])))
         elif name == "quantized_decomposed::dequantize_per_tensor":
@@ -243,7 +229,7 @@ def _lower(
             stack.enter_context(contextlib.redirect_stdout(log))
         edge = to_edge_transform_and_lower(program, partitioner=[partitioner_for(compile_spec)])
         lowered = edge.exported_program()
-        cpu_ops = _cpu_ops(lowered)
+        cpu_ops = graph_ops.cpu_ops(lowered, ignore=_delegate_io_conversion)
         input_qparams, output_qparams = _boundary_qparams(lowered)
         executorch_program = edge.to_executorch()
         pte = bytes(executorch_program.buffer)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 from executorch.exir import to_edge_transform_and_lower
-from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
@@ -30,7 +28,7 @@ from lowerkit.coreml_preprocess.recipes import (
     get_recipe,
 )
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
-from lowerkit.pass_infra import lowering_lock
+from lowerkit.pass_infra import graph_ops, lowering_lock
 
 __all__ = ["CoreMLLowering", "CoreMLPartitionReport", "Progress", "lower_to_coreml"]
 
@@ -120,16 +118,6 @@ def _untimed(_name: str) -> Iterator[None]:
     yield
 
 
-def cpu_ops(program: ExportedProgram) -> tuple[str, ...]:
-    """Operators of a lowered program that run on the CPU (not delegate calls, not getitem)."""
-    ops: set[str] = set()
-    for node in program.graph_module.graph.nodes:
-        if node.op != "call_function" or node.target in (executorch_call_delegate, operator.getitem):
-            continue
-        ops.add(str(getattr(node.target, "__name__", node.target)))
-    return tuple(sorted(ops))
-
-
 def _payloads(program: ExportedProgram) -> list[bytes]:
     return [
         bytes(child.processed_bytes)
@@ -197,7 +185,7 @@ def _lower(
     )
     return CoreMLLowering(
         recipe=recipe.name, options=options, pte=pte, mlmodels=tuple(mlmodels), payloads=tuple(payloads),
-        reports=reports, cpu_ops=cpu_ops(lowered), warnings=tuple(warnings), program=lowered,
+        reports=reports, cpu_ops=graph_ops.cpu_ops(lowered), warnings=tuple(warnings), program=lowered,
         source_program=program, reference=reference,
     )
 

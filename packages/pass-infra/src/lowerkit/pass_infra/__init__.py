@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
     from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
     from lowerkit.pass_infra.files import write_bytes_atomically
+    from lowerkit.pass_infra.graph_ops import cpu_ops, op_name
     from lowerkit.pass_infra.lowering import accelerated_lowering
     from lowerkit.pass_infra.numerics import sqnr_db
     from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
@@ -48,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "TargetedPass": "lowerkit.pass_infra.targeted",
     "UnprovenVersionWarning": "lowerkit.pass_infra.versions",
     "accelerated_lowering": "lowerkit.pass_infra.lowering",
+    "cpu_ops": "lowerkit.pass_infra.graph_ops",
+    "op_name": "lowerkit.pass_infra.graph_ops",
     "as_targeted": "lowerkit.pass_infra.targeted",
     "cheaper_replay": "lowerkit.pass_infra.replay",
     "did_you_mean": "lowerkit.pass_infra.suggest",
@@ -81,12 +84,14 @@ __all__ = [
     "accelerated_lowering",
     "as_targeted",
     "cheaper_replay",
+    "cpu_ops",
     "did_you_mean",
     "discover_targeted_ops",
     "faketensor_cache",
     "fast_copy_enabled",
     "first_difference",
     "lowering_lock",
+    "op_name",
     "pass_name",
     "reference_copy",
     "should_run",
