@@ -15,7 +15,6 @@ from typing import Any
 import torch
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir.delegate import executorch_call_delegate
-from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -30,6 +29,7 @@ from lowerkit.arm_passes.devices import (
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.pass_infra import PipelineReport, graph_ops, lowering_lock, write_bytes_atomically
+from lowerkit.pass_infra.inputs import example_input_tuple, require_model
 
 __all__ = ["ArmLowering", "lower_to_arm"]
 
@@ -86,28 +86,9 @@ class ArmLowering:
         return write_bytes_atomically(target, self.pte)
 
 
-def _as_tuple(example_inputs: Any) -> tuple[Any, ...]:
-    if isinstance(example_inputs, tuple):
-        return example_inputs
-    if isinstance(example_inputs, list):
-        return tuple(example_inputs)
-    if isinstance(example_inputs, torch.Tensor):
-        return (example_inputs,)
-    raise ArmLoweringError(
-        f"example_inputs must be a tuple of tensors, got {type(example_inputs).__name__}; "
-        "pass e.g. (torch.randn(1, 3, 32, 32),)"
-    )
-
-
 def _export(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
-    if isinstance(model, ExportedProgram):
-        return model
-    if not isinstance(model, torch.nn.Module):
-        raise ArmLoweringError(
-            f"lower_to_arm needs a torch.nn.Module or a torch.export ExportedProgram, "
-            f"got {type(model).__name__}"
-        )
-    return torch.export.export(model, inputs)
+    require_model(model, "lower_to_arm", ArmLoweringError)
+    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
 
 
 def _quantize(
@@ -168,14 +149,6 @@ def _boundary_qparams(
     return tuple(inputs), tuple(outputs)
 
 
-def _delegate_payloads(program: ExportedProgram) -> list[bytes]:
-    payloads: list[bytes] = []
-    for _name, child in program.graph_module.named_children():
-        if isinstance(child, LoweredBackendModule) and child.backend_id == _upstream.ethosu_backend_id():
-            payloads.append(bytes(child.processed_bytes))
-    return payloads
-
-
 def lower_to_arm(
     model_or_exported_program: torch.nn.Module | ExportedProgram,
     example_inputs: tuple[Any, ...],
@@ -213,7 +186,7 @@ def _lower(
     verify: bool,
 ) -> ArmLowering:
     compile_spec = compile_spec_for(target)
-    inputs = _as_tuple(example_inputs)
+    inputs = example_input_tuple(example_inputs, ArmLoweringError)
     program = _export(model_or_exported_program, inputs)
     if quantize and is_integer(target):
         program = _quantize(program, inputs, compile_spec, calibration)
@@ -233,7 +206,7 @@ def _lower(
         input_qparams, output_qparams = _boundary_qparams(lowered)
         executorch_program = edge.to_executorch()
         pte = bytes(executorch_program.buffer)
-    vela = _delegate_payloads(lowered) if is_ethos_u(target) else []
+    vela = graph_ops.delegate_payloads(lowered, _upstream.ethosu_backend_id()) if is_ethos_u(target) else []
     return ArmLowering(
         target=target,
         pte=pte,

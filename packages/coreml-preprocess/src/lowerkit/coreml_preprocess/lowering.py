@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 from executorch.exir import to_edge_transform_and_lower
-from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
 from lowerkit.coreml_preprocess.capture import capturing_models
@@ -29,6 +28,7 @@ from lowerkit.coreml_preprocess.recipes import (
 )
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
 from lowerkit.pass_infra import graph_ops, lowering_lock
+from lowerkit.pass_infra.inputs import example_input_tuple, require_model
 
 __all__ = ["CoreMLLowering", "CoreMLPartitionReport", "Progress", "lower_to_coreml"]
 
@@ -92,38 +92,9 @@ class CoreMLLowering:
         return tuple(decoded_weights(m) for m in self.mlmodels)
 
 
-def _as_tuple(example_inputs: Any) -> tuple[Any, ...]:
-    if isinstance(example_inputs, tuple):
-        return example_inputs
-    if isinstance(example_inputs, list):
-        return tuple(example_inputs)
-    if isinstance(example_inputs, torch.Tensor):
-        return (example_inputs,)
-    raise CoreMLLoweringError(
-        f"example_inputs must be a tuple of tensors, got {type(example_inputs).__name__}; "
-        "pass e.g. (torch.randn(1, 3, 32, 32),)"
-    )
-
-
-def _check_model(model: Any) -> None:
-    if not isinstance(model, torch.nn.Module | ExportedProgram):
-        raise CoreMLLoweringError(
-            "lower_to_coreml needs a torch.nn.Module or a torch.export ExportedProgram, "
-            f"got {type(model).__name__}"
-        )
-
-
 @contextlib.contextmanager
 def _untimed(_name: str) -> Iterator[None]:
     yield
-
-
-def _payloads(program: ExportedProgram) -> list[bytes]:
-    return [
-        bytes(child.processed_bytes)
-        for _, child in program.graph_module.named_children()
-        if isinstance(child, LoweredBackendModule) and child.backend_id == BACKEND_ID
-    ]
 
 
 def lower_to_coreml(
@@ -147,8 +118,8 @@ def lower_to_coreml(
     """
     chosen = get_recipe(recipe)
     options = compile_options_for(chosen, deployment_target=deployment_target, pass_pipeline=pass_pipeline)
-    _check_model(model_or_exported_program)
-    inputs = _as_tuple(example_inputs)
+    require_model(model_or_exported_program, "lower_to_coreml", CoreMLLoweringError)
+    inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
     if chosen.calibrates and not samples:
         raise CoreMLLoweringError("calibration is empty; pass at least one input tuple (or None)")
@@ -171,7 +142,7 @@ def _lower(
     with step("serialize"):
         pte = bytes(edge.to_executorch().buffer)
     lowered = edge.exported_program()
-    payloads = _payloads(lowered)
+    payloads = graph_ops.delegate_payloads(lowered, BACKEND_ID)
     if recipe.weight_config is not None and not any(
         t.is_floating_point() and t.numel() > WEIGHT_THRESHOLD for t in program.state_dict.values()
     ):

@@ -16,6 +16,7 @@ import click
 
 from lowerkit.cli import atomic, inspect_pte, targets
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
+from lowerkit.pass_infra.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def lower_command(
     lowered = lowering.lower(
         source, target, calibration_path=calibration, pass_names=pass_names, verify=verify, steps=steps
     )
-    atomic.write_bytes(output, lowered.pte)
+    write_bytes_atomically(output, lowered.pte)
     if mlpackage is not None:
         from lowerkit.cli.coreml_payload import write_mlpackage
 
@@ -120,10 +121,10 @@ def lower_command(
     if tosa_dir is not None:
         tosa_dir.mkdir(parents=True, exist_ok=True)
         for name, flatbuffer in lowered.tosa.items():
-            atomic.write_bytes(tosa_dir / name, flatbuffer)
+            write_bytes_atomically(tosa_dir / name, flatbuffer)
     summary = _summary(lowered, output)
     if report is not None:
-        atomic.write_bytes(report, (json.dumps(summary, indent=2) + "\n").encode())
+        write_bytes_atomically(report, (json.dumps(summary, indent=2) + "\n").encode())
     for warning in lowered.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -187,7 +188,7 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
         steps = Steps.for_terminal(quiet=quiet)
         lowered = lowering.lower(source, target, verify=True, steps=steps)
         path = output_dir / f"{model_name}.{target_name}.pte"
-        atomic.write_bytes(path, lowered.pte)
+        write_bytes_atomically(path, lowered.pte)
         delegates = ", ".join(d.backend_id for d in inspect_pte.summarize(path).methods[0].delegates)
         click.echo(
             f"{model_name:<18} {target_name:<18} {sum(lowered.seconds.values()):>8.1f} "

@@ -1,4 +1,7 @@
-"""Write outputs so that a reader never sees a half-written file or folder."""
+"""Output checks and folder writes, so that a reader never sees a half-written folder.
+
+Files are written with pass-infra's `write_bytes_atomically`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lowerkit.cli.errors import UsageError
-from lowerkit.pass_infra.files import write_bytes_atomically
 
 
 def check_writable(path: Path) -> None:
@@ -27,11 +29,6 @@ def check_writable(path: Path) -> None:
     os.unlink(probe)
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"cannot write '{path}': the file exists and is read-only")
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temporary file in the same folder, then rename)."""
-    write_bytes_atomically(path, data)
 
 
 def write_directory(path: Path, fill: Callable[[Path], None]) -> None:

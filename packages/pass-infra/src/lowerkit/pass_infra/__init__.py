@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
     from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
     from lowerkit.pass_infra.files import write_bytes_atomically
-    from lowerkit.pass_infra.graph_ops import cpu_ops, op_name
+    from lowerkit.pass_infra.graph_ops import cpu_ops, delegate_payloads, op_name
+    from lowerkit.pass_infra.inputs import example_input_tuple, require_model
     from lowerkit.pass_infra.lowering import accelerated_lowering
     from lowerkit.pass_infra.numerics import sqnr_db
     from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
@@ -50,6 +51,9 @@ _EXPORTS: dict[str, str] = {
     "UnprovenVersionWarning": "lowerkit.pass_infra.versions",
     "accelerated_lowering": "lowerkit.pass_infra.lowering",
     "cpu_ops": "lowerkit.pass_infra.graph_ops",
+    "delegate_payloads": "lowerkit.pass_infra.graph_ops",
+    "example_input_tuple": "lowerkit.pass_infra.inputs",
+    "require_model": "lowerkit.pass_infra.inputs",
     "op_name": "lowerkit.pass_infra.graph_ops",
     "as_targeted": "lowerkit.pass_infra.targeted",
     "cheaper_replay": "lowerkit.pass_infra.replay",
@@ -85,8 +89,10 @@ __all__ = [
     "as_targeted",
     "cheaper_replay",
     "cpu_ops",
+    "delegate_payloads",
     "did_you_mean",
     "discover_targeted_ops",
+    "example_input_tuple",
     "faketensor_cache",
     "fast_copy_enabled",
     "first_difference",
@@ -94,6 +100,7 @@ __all__ = [
     "op_name",
     "pass_name",
     "reference_copy",
+    "require_model",
     "should_run",
     "sqnr_db",
     "vouch_for",

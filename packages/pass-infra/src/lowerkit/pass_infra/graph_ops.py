@@ -6,7 +6,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cpu_ops", "op_name"]
+__all__ = ["cpu_ops", "delegate_payloads", "op_name"]
 
 
 def op_name(target: Any) -> str:
@@ -31,3 +31,14 @@ def cpu_ops(program: Any, *, ignore: Callable[[Any], bool] | None = None) -> tup
             continue
         ops.add(op_name(node.target))
     return tuple(sorted(ops))
+
+
+def delegate_payloads(program: Any, backend_id: str) -> list[bytes]:
+    """The processed bytes of each delegate of `backend_id` in a lowered program, in order."""
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    return [
+        bytes(child.processed_bytes)
+        for _, child in program.graph_module.named_children()
+        if isinstance(child, LoweredBackendModule) and child.backend_id == backend_id
+    ]
