@@ -16,6 +16,7 @@ import click
 
 from lowerkit.cli import atomic, inspect_pte, targets
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
+from lowerkit.cli.options import LowerOptions
 from lowerkit.pass_infra.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
@@ -107,9 +108,13 @@ def lower_command(
 
     source = model_source.load(model)
     steps = Steps.for_terminal(quiet=quiet)
-    lowered = lowering.lower(
-        source, target, calibration_path=calibration, pass_names=pass_names, verify=verify, steps=steps
+    options = LowerOptions(
+        target,
+        calibration_path=calibration,
+        pass_names=tuple(pass_names) if pass_names is not None else None,
+        verify=verify,
     )
+    lowered = lowering.lower(source, options, steps=steps)
     write_bytes_atomically(output, lowered.pte)
     if mlpackage is not None:
         from lowerkit.cli.coreml_payload import write_mlpackage
@@ -186,7 +191,7 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
         target = targets.get(target_name)
         source = model_source.load(f"zoo:{model_name}")
         steps = Steps.for_terminal(quiet=quiet)
-        lowered = lowering.lower(source, target, verify=True, steps=steps)
+        lowered = lowering.lower(source, LowerOptions(target, verify=True), steps=steps)
         path = output_dir / f"{model_name}.{target_name}.pte"
         write_bytes_atomically(path, lowered.pte)
         delegates = ", ".join(d.backend_id for d in inspect_pte.summarize(path).methods[0].delegates)

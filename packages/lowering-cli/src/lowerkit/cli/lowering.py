@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from lowerkit.cli import calibration
 from lowerkit.cli.errors import CliError, LoweringError
 from lowerkit.cli.model_source import ModelSource
+from lowerkit.cli.options import LowerOptions
 from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
-from lowerkit.cli.targets import Target
 
 
-def lower(
-    source: ModelSource,
-    target: Target,
-    *,
-    calibration_path: Path | None = None,
-    pass_names: list[str] | None = None,
-    verify: bool = False,
-    steps: Steps,
-) -> Lowered:
-    """Lower `source` for `target`; any failure past the user's input becomes a LoweringError."""
+def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowered:
+    """Lower `source` as `options` say; any failure past the user's input becomes a LoweringError."""
+    target = options.target
+    pass_names = list(options.pass_names) if options.pass_names is not None else None
     warnings: list[str] = []
-    batches = calibration.load(calibration_path, source, warn=warnings) if target.calibrates else []
+    batches = calibration.load(options.calibration_path, source, warn=warnings) if target.calibrates else []
     try:
         # Import only the target's backend: an Arm lowering never loads coremltools, a Core ML
         # lowering never loads the Arm stack (TOSA, Vela).
@@ -38,7 +31,7 @@ def lower(
 
             lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
         lowered.warnings[:0] = warnings
-        if verify:
+        if options.verify:
             with steps.step("verify"):
                 lowered.verification = _verify(lowered, source)
     except CliError:

@@ -1,0 +1,26 @@
+"""Everything a user chose for one lowering, in one value.
+
+`lowering.lower` takes a `LowerOptions`; every setting that can change the output bytes is a
+field here (and nowhere else), so that whatever keys a lowering (the cache, reports) can cover
+all of them by walking the fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lowerkit.cli.targets import Target
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    """The target and the settings of one lowering."""
+
+    target: Target
+    #: A .pt file or folder of saved input tensors (targets that calibrate).
+    calibration_path: Path | None = None
+    #: Core ML MIL pass names replacing the default pipeline (Core ML targets).
+    pass_names: tuple[str, ...] | None = None
+    #: Check the result against the float model.
+    verify: bool = False
