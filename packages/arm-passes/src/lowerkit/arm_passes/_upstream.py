@@ -63,6 +63,7 @@ __all__ = [
     "RemovePermutesAroundElementwiseTosaOps",
     "build_pass_list",
     "capture_backend_inputs",
+    "capture_tosa_graphs",
     "capture_tosa_flatbuffers",
     "check_program",
     "disable_fake_mode_checks",
@@ -248,3 +249,21 @@ def disable_fake_mode_checks(fake_mode: Any) -> Iterator[None]:
         yield
     finally:
         fake_mode.allow_non_fake_inputs = previous
+
+
+@contextlib.contextmanager
+def capture_tosa_graphs(sink: list[tuple[bytes, GraphModule]]) -> Iterator[None]:
+    """Append (TOSA flatbuffer, the graph it was serialized from) for every TOSA partition.
+
+    The graph is the edge program's after the Arm pass pipeline (which rewrites the program in
+    place): its node names are the flatbuffer's tensor names, and each node's ``from_node``
+    provenance leads back to the nodes of the program that was lowered.
+    """
+
+    def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
+        result = inner(edge_program, compile_spec)
+        sink.append((bytes(result.processed_bytes), edge_program.graph_module))
+        return result
+
+    with TOSA_PREPROCESS.scope(recording):
+        yield

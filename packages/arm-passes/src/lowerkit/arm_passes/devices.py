@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
@@ -54,11 +55,16 @@ def compile_spec_for(target: str) -> Any:
     return TosaCompileSpec(target)
 
 
-def quantizer_for(compile_spec: Any) -> Any:
-    """The stock Arm quantizer for a compile spec, with the symmetric int8 config set globally."""
+def quantizer_for(compile_spec: Any, keep_float: Sequence[str] = ()) -> Any:
+    """The stock Arm quantizer for a compile spec, with the symmetric int8 config set globally.
+
+    The modules named in `keep_float` (e.g. "features.3.0") are not quantized.
+    """
     cls = EthosUQuantizer if isinstance(compile_spec, EthosUCompileSpec) else TOSAQuantizer
     quantizer = cls(compile_spec)
     quantizer.set_global(get_symmetric_quantization_config())
+    for name in keep_float:
+        quantizer.set_module_name(name, None)
     return quantizer
 
 

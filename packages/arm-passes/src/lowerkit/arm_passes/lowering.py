@@ -96,10 +96,11 @@ def _quantize(
     inputs: tuple[Any, ...],
     compile_spec: Any,
     calibration: Sequence[Sequence[Any]] | None,
+    keep_float: Sequence[str] = (),
 ) -> ExportedProgram:
     # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
     module = program.module(check_guards=False)
-    prepared = prepare_pt2e(module, quantizer_for(compile_spec))
+    prepared = prepare_pt2e(module, quantizer_for(compile_spec, keep_float))
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
     if not samples:
         raise ArmLoweringError("calibration is empty; pass at least one input tuple (or None)")
@@ -158,6 +159,7 @@ def lower_to_arm(
     calibration: Sequence[Sequence[Any]] | None = None,
     stock: bool = False,
     verify: bool = False,
+    keep_float: Sequence[str] = (),
 ) -> ArmLowering:
     """Lower a model to an Arm target ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256").
 
@@ -165,14 +167,15 @@ def lower_to_arm(
     `calibration`, default the example inputs) unless `quantize` is False; TOSA-1.0+FP lowers
     in float. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
     `stock=True` runs ExecuTorch's own pipeline (the reference); `verify=True` re-runs every
-    pass the stock way and raises on any difference.
+    pass the stock way and raises on any difference. `keep_float` names modules (e.g.
+    "features.3.0") the quantizer leaves in float; with none named the bytes are unchanged.
 
     Holds the process-wide lowering lock (torch / ExecuTorch cannot lower in several threads
     at once): concurrent calls run one after the other and give their sequential results.
     """
     with lowering_lock():
         return _lower(model_or_exported_program, example_inputs, target, quantize=quantize,
-                      calibration=calibration, stock=stock, verify=verify)
+                      calibration=calibration, stock=stock, verify=verify, keep_float=keep_float)
 
 
 def _lower(
@@ -184,12 +187,13 @@ def _lower(
     calibration: Sequence[Sequence[Any]] | None,
     stock: bool,
     verify: bool,
+    keep_float: Sequence[str] = (),
 ) -> ArmLowering:
     compile_spec = compile_spec_for(target)
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     program = _export(model_or_exported_program, inputs)
     if quantize and is_integer(target):
-        program = _quantize(program, inputs, compile_spec, calibration)
+        program = _quantize(program, inputs, compile_spec, calibration, keep_float)
 
     flatbuffers: list[bytes] = []
     log = io.StringIO()

@@ -1,0 +1,254 @@
+"""debug_arm: per-layer numerics of an Arm INT lowering, where the error starts and what fixes it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+
+from lowerkit.arm_passes import _upstream
+from lowerkit.arm_passes.devices import compile_spec_for, is_integer
+from lowerkit.arm_passes.errors import ArmLoweringError
+from lowerkit.arm_passes.lowering import ArmLowering, _quantize, lower_to_arm
+from lowerkit.arm_passes.numerics.tosa_tensors import TosaTensor, read_intermediates, tosa_tensors
+from lowerkit.arm_passes.reference import verify_on_reference_model
+from lowerkit.pass_infra import sqnr_db
+from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.layers.metrics import tensor_error
+from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
+from lowerkit.pass_infra.layers.ranges import range_diagnostic
+from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
+from lowerkit.pass_infra.layers.values import node_values
+
+__all__ = ["NoQuantizedLayerError", "debug_arm", "keep_float_gain", "quantized_program"]
+
+FLOAT_VS_QUANTIZED = "quantized vs float"
+TOSA_VS_QUANTIZED = "TOSA vs quantized"
+TOSA_VS_FLOAT = "TOSA vs float"
+
+
+class NoQuantizedLayerError(ArmLoweringError):
+    """The model has no layer the quantizer quantizes: there is nothing for int8 to lose."""
+
+
+def _float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
+    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
+
+
+def quantized_program(
+    model: Any,
+    example_inputs: tuple[Any, ...],
+    target: str,
+    *,
+    calibration: Sequence[Sequence[Any]] | None = None,
+    keep_float: Sequence[str] = (),
+) -> ExportedProgram:
+    """The fake-quantized torch program lower_to_arm would lower (no lowering)."""
+    inputs = example_input_tuple(example_inputs, ArmLoweringError)
+    return _quantize(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float)
+
+
+def _outputs(program: ExportedProgram, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+    with torch.no_grad():
+        result = program.module()(*inputs)
+    return list(result) if isinstance(result, list | tuple) else [result]
+
+
+def keep_float_gain(
+    model: Any,
+    example_inputs: tuple[Any, ...],
+    target: str,
+    names: Sequence[str],
+    *,
+    calibration: Sequence[Sequence[Any]] | None = None,
+) -> tuple[float, float]:
+    """Output SQNR (dB) against float of the quantized program, without and with `names` in float."""
+    inputs = example_input_tuple(example_inputs, ArmLoweringError)
+    reference = _outputs(_float_program(model, inputs), inputs)
+    plain = _outputs(quantized_program(model, inputs, target, calibration=calibration), inputs)
+    kept = _outputs(quantized_program(model, inputs, target, calibration=calibration, keep_float=names), inputs)
+    return sqnr_db(reference, plain), sqnr_db(reference, kept)
+
+
+def _tosa_for(point: QuantPoint, tensors: list[TosaTensor], numel: int) -> TosaTensor | None:
+    group = set(point.group)
+    found = [t for t in tensors if t.dtype == torch.int8 and t.sources & group and int(np.prod(t.shape)) == numel]
+    return found[-1] if found else None
+
+
+def _module_names(model: Any) -> set[str]:
+    module = model.module() if isinstance(model, ExportedProgram) else model
+    return {name for name, _ in module.named_modules() if name}
+
+
+def debug_arm(
+    model: Any,
+    example_inputs: tuple[Any, ...],
+    target: str = "TOSA-1.0+INT",
+    *,
+    calibration: Sequence[Sequence[Any]] | None = None,
+    keep_float: Sequence[str] = (),
+    threshold_quanta: float = 1.0,
+    scan: int = 5,
+    model_name: str = "model",
+) -> DebugReport:
+    """Compare every quantized layer along an Arm INT lowering: float eager, the fake-quantized
+    torch program, and the TOSA reference model's intermediate tensors of the lowered flatbuffer.
+
+    Then flag ranges one channel dominates, find where the error first exceeds
+    `threshold_quanta` (in each layer's output quanta) and, for the `scan` layers most to blame,
+    measure the output gain of keeping each in float (in the quantized torch program).
+    """
+    if not is_integer(target):
+        raise ArmLoweringError(f"debug compares quantized layers; {target} is a float target (use TOSA-1.0+INT)")
+    inputs = example_input_tuple(example_inputs, ArmLoweringError)
+    float_program = _float_program(model, inputs)
+    captured: list[tuple[bytes, torch.fx.GraphModule]] = []
+    with _upstream.capture_tosa_graphs(captured):
+        lowering = lower_to_arm(model, inputs, target, calibration=calibration, keep_float=keep_float)
+    assert lowering.source_program is not None
+    quantized = lowering.source_program.module()
+    points = quant_points(quantized.graph)
+    if not points:
+        raise NoQuantizedLayerError(
+            f"{model_name} has no layer the Arm quantizer quantizes, so int8 loses nothing here; "
+            "nothing to debug (lower it to TOSA-1.0+FP to keep it float)"
+        )
+    float_values = node_values(float_program.module(), inputs)
+    quantized_values = node_values(quantized, inputs)
+    notes: list[str] = []
+    tosa_values = _tosa_values(lowering, captured, points, quantized_values, inputs, notes)
+    keepable = _module_names(model)
+    layers = []
+    for index, point in enumerate(points):
+        layer = _layer(index, point, float_values, quantized_values, tosa_values, keepable)
+        if layer is not None:
+            layers.append(layer)
+    skipped = len(points) - len(layers)
+    if skipped:
+        notes.append(f"{skipped} quantized layer(s) have no float counterpart by node name and are not shown")
+    report = DebugReport(
+        model=model_name,
+        target=target,
+        compared=(
+            "per layer: float eager, the fake-quantized torch program, and the TOSA reference "
+            "model's intermediate tensors of the lowered flatbuffer, on the example inputs"
+        ),
+        layers=layers,
+        output_sqnr_db=sqnr_db(_outputs(float_program, inputs), _outputs(lowering.source_program, inputs)),
+        threshold_kind="quanta",
+        threshold=threshold_quanta,
+        notes=notes,
+    )
+    if tosa_values:
+        check = verify_on_reference_model(lowering, inputs)
+        report.summary["tosa_vs_quantized_output"] = {"sqnr_db": check.sqnr_db, "max_error_quanta": check.max_error_quanta}
+    report.sensitivity = _scan(report, model, inputs, target, calibration, keep_float, scan)
+    return report
+
+
+def _tosa_values(
+    lowering: ArmLowering,
+    captured: list[tuple[bytes, torch.fx.GraphModule]],
+    points: list[QuantPoint],
+    quantized_values: dict[str, torch.Tensor],
+    inputs: tuple[Any, ...],
+    notes: list[str],
+) -> dict[str, np.ndarray]:
+    """Each point's TOSA int8 tensor, dequantized, in torch's layout (by the point's quantize node)."""
+    if len(captured) != 1 or lowering.cpu_ops or len(lowering.input_qparams) != len(inputs):
+        notes.append(
+            "the TOSA reference model was not run: its intermediates need one fully delegated "
+            f"partition (this lowering has {len(captured)}, CPU ops {list(lowering.cpu_ops)})"
+        )
+        return {}
+    flatbuffer, graph = captured[0]
+    tensors = tosa_tensors(graph)
+    chosen = {}
+    for point in points:
+        value = quantized_values.get(point.quantize)
+        tensor = _tosa_for(point, tensors, value.numel()) if value is not None else None
+        if tensor is not None:
+            chosen[point.quantize] = tensor
+    feeds = [
+        torch.clamp(torch.round(x / scale) + zp, -128, 127).to(torch.int8).numpy()
+        for x, (scale, zp) in zip(inputs, lowering.input_qparams, strict=True)
+    ]
+    raw = read_intermediates(flatbuffer, feeds, sorted({t.name for t in chosen.values()}))
+    values = {}
+    for point in points:
+        tensor = chosen.get(point.quantize)
+        if tensor is None:
+            continue
+        shape = tuple(quantized_values[point.quantize].shape)
+        array = tensor.to_torch_layout(raw[tensor.name], shape)
+        if array is not None:
+            values[point.quantize] = (array.astype(np.float64) - point.zero_point) * point.scale
+    missing = len(points) - len(values)
+    if missing:
+        notes.append(f"{missing} quantized layer(s) have no TOSA tensor (fused away); shown without a TOSA value")
+    return values
+
+
+def _layer(
+    index: int,
+    point: QuantPoint,
+    float_values: dict[str, torch.Tensor],
+    quantized_values: dict[str, torch.Tensor],
+    tosa_values: dict[str, np.ndarray],
+    keepable: set[str],
+) -> LayerNumerics | None:
+    reference = float_values.get(point.node)
+    quantized_int = quantized_values.get(point.quantize)
+    if reference is None or quantized_int is None or reference.shape != quantized_int.shape:
+        return None
+    quantized = (quantized_int.double() - point.zero_point) * point.scale
+    stages = {FLOAT_VS_QUANTIZED: tensor_error(reference, quantized, point.scale)}
+    device = tosa_values.get(point.quantize)
+    if device is not None:
+        stages[TOSA_VS_QUANTIZED] = tensor_error(quantized, device, point.scale)
+        stages[TOSA_VS_FLOAT] = tensor_error(reference, device, point.scale)
+    return LayerNumerics(
+        name=point.name,
+        op=point.op,
+        index=index,
+        error=stages.get(TOSA_VS_FLOAT, stages[FLOAT_VS_QUANTIZED]),
+        stages=stages,
+        scale=point.scale,
+        inputs=point.inputs,
+        range=range_diagnostic(reference, point.scale),
+        keepable=point.module in keepable,
+    )
+
+
+def _scan(
+    report: DebugReport,
+    model: Any,
+    inputs: tuple[Any, ...],
+    target: str,
+    calibration: Sequence[Sequence[Any]] | None,
+    keep_float: Sequence[str],
+    count: int,
+) -> list[Sensitivity]:
+    """For the layers most to blame, the output SQNR with each kept in float (quantized torch program)."""
+    by_name = {x.name: x for x in report.layers}
+    modules = []
+    for name in report.culprits(len(report.layers)):
+        layer = by_name[name]
+        module = name.split(":")[0]
+        if layer.keepable and module not in modules and module not in keep_float:
+            modules.append(module)
+        if len(modules) == count:
+            break
+    if not modules:
+        return []
+    reference = _outputs(_float_program(model, inputs), inputs)
+    results = []
+    for module in modules:
+        program = quantized_program(model, inputs, target, calibration=calibration, keep_float=(*keep_float, module))
+        output = sqnr_db(reference, _outputs(program, inputs))
+        results.append(Sensitivity(module, output, output - report.output_sqnr_db))
+    return sorted(results, key=lambda s: -s.gain_db)

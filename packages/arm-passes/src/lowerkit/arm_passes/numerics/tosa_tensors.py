@@ -1,0 +1,107 @@
+"""The TOSA reference model's intermediate tensors, and which torch node each one computes.
+
+The reference model returns only a graph's outputs, so the flatbuffer is re-serialized (with
+tosa-tools' serializer) with the wanted intermediate tensors added as outputs: the operators,
+constants and tensors are unchanged, so the values are those the shipped flatbuffer computes.
+The graph the flatbuffer was serialized from (captured after the Arm pass pipeline) names each
+tensor; its nodes' ``from_node`` provenance leads to the nodes of the program that was lowered,
+and its TRANSPOSE ops tell each tensor's layout (NHWC inside, NCHW in torch).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from lowerkit.arm_passes.reference import _native_stdout_to_stderr, run_tosa_reference
+
+__all__ = ["TosaTensor", "read_intermediates", "tosa_tensors"]
+
+
+@dataclass(frozen=True)
+class TosaTensor:
+    """One tensor of the TOSA graph."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    #: The names of the lowered program's nodes it comes from.
+    sources: frozenset[str]
+    #: For each of its axes, the torch axis it holds (identity outside NHWC regions).
+    axes: tuple[int, ...]
+
+    def to_torch_layout(self, array: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
+        """The tensor's values in torch's layout and `shape`, or None if they do not fit."""
+        value = np.asarray(array).reshape(self.shape)
+        value = np.transpose(value, np.argsort(self.axes)) if value.ndim == len(self.axes) else value
+        if tuple(value.shape) == tuple(shape):
+            return value
+        return value.reshape(tuple(shape)) if value.size == int(np.prod(shape)) else None
+
+
+def _sources(provenance: Sequence[Any]) -> set[str]:
+    found: set[str] = set()
+    for source in provenance:
+        if source.from_node:
+            found |= _sources(source.from_node)
+        else:
+            found.add(source.name)
+    return found
+
+
+def _is_transpose(node: torch.fx.Node) -> bool:
+    return "TRANSPOSE" in str(getattr(node.target, "__name__", node.target))
+
+
+def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
+    """The tensor-valued nodes of a post-pipeline Arm graph, in graph order."""
+    axes_of: dict[str, tuple[int, ...]] = {}
+    found = []
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        rank = value.dim()
+        axes: tuple[int, ...] = tuple(range(rank))
+        first = next((a for a in node.all_input_nodes if a.name in axes_of), None)
+        if node.op == "call_function" and first is not None:
+            if _is_transpose(node):
+                axes = tuple(axes_of[first.name][p] for p in node.args[1])
+            elif "RESHAPE" not in str(node.target) and len(axes_of[first.name]) == rank:
+                axes = axes_of[first.name]
+        axes_of[node.name] = axes
+        if node.op != "call_function":
+            continue
+        found.append(
+            TosaTensor(node.name, tuple(value.shape), value.dtype, frozenset(_sources(node.meta.get("from_node", []))), axes)
+        )
+    return found
+
+
+def read_intermediates(flatbuffer: bytes, feeds: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Run `flatbuffer` on the reference model and return the tensors called `names`."""
+    import tosa_serializer as ts  # type: ignore[import-untyped]
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "graph.tosa")
+        with open(path, "wb") as out:
+            out.write(flatbuffer)
+        serializer = ts.TosaSerializer("")
+        with _native_stdout_to_stderr():  # it prints a version notice
+            loaded = serializer.loadTosaFlatbuffer(path)
+        if not loaded:
+            raise ValueError("tosa-tools could not read the TOSA flatbuffer")
+    block = serializer.regions[0].basicBlocks[0]
+    outputs = list(block.outputs)
+    for name in names:
+        if name not in outputs:
+            block.addOutput(name)
+            outputs.append(name)
+    raw = run_tosa_reference(bytes(serializer.serialize()), feeds)
+    return {name: np.asarray(raw[outputs.index(name)]) for name in names}

@@ -1,0 +1,118 @@
+"""The quantized layers of a pt2e-converted graph: where each layer's output is quantized.
+
+A layer is the group of ops between dequantized inputs and one activation quantize (e.g.
+``conv2d`` + ``relu``); it is named after the innermost module holding them all (``features.3``),
+else its first op's module, or that op's node name at the root of the model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, QUANTIZE_OPS, is_op, module_path, op_label
+
+__all__ = ["QuantPoint", "quant_points"]
+
+
+@dataclass(frozen=True)
+class QuantPoint:
+    """One quantized layer output."""
+
+    name: str
+    op: str
+    #: The node whose output is quantized (the layer's last op) and the quantize node.
+    node: str
+    quantize: str
+    scale: float
+    zero_point: int
+    #: The layer's ops (node names), first to last.
+    group: tuple[str, ...]
+    #: The innermost module holding the layer's ops (else its first op's; "" at the root).
+    module: str
+    #: The names of the layers whose quantized outputs feed this one.
+    inputs: tuple[str, ...]
+
+
+def _group(last: torch.fx.Node) -> list[torch.fx.Node]:
+    seen: dict[str, torch.fx.Node] = {}
+    stack = [last]
+    while stack:
+        node = stack.pop()
+        if node.name in seen or node.op != "call_function" or is_op(node, DEQUANTIZE_OPS | QUANTIZE_OPS):
+            continue
+        seen[node.name] = node
+        stack.extend(a for a in node.all_input_nodes)
+    order = {n.name: i for i, n in enumerate(last.graph.nodes)}
+    return sorted(seen.values(), key=lambda n: order[n.name])
+
+
+def _group_module(group: list[torch.fx.Node]) -> str:
+    """The innermost module holding all the group's ops, else the first op's module ("" at the root)."""
+    paths = [module_path(n).split(".") for n in group if module_path(n)]
+    if not paths:
+        return ""
+    common: list[str] = []
+    for parts in zip(*paths, strict=False):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    if common and len(paths) == len(group):
+        return ".".join(common)
+    return module_path(group[0])
+
+
+def _feeding_quantizes(group: list[torch.fx.Node]) -> list[str]:
+    names = {n.name for n in group}
+    found = []
+    for node in group:
+        for arg in node.all_input_nodes:
+            if arg.name in names or not is_op(arg, DEQUANTIZE_OPS):
+                continue
+            source = arg.args[0] if arg.args else None
+            if isinstance(source, torch.fx.Node) and is_op(source, QUANTIZE_OPS):
+                found.append(source.name)
+    return found
+
+
+def quant_points(graph: torch.fx.Graph) -> list[QuantPoint]:
+    """Every activation quantize of a converted graph whose input an op computed, in graph order."""
+    raw = []
+    for node in graph.nodes:
+        if not is_op(node, QUANTIZE_OPS):
+            continue
+        source = node.args[0]
+        if not isinstance(source, torch.fx.Node) or source.op != "call_function":
+            continue  # a model input's quantize
+        group = _group(source)
+        if not group:
+            continue
+        raw.append((node, source, group))
+    counts = Counter(_group_module(g) for _, _, g in raw)
+    by_quantize: dict[str, str] = {}
+    points = []
+    for quantize, source, group in raw:
+        first = group[0]
+        path = _group_module(group)
+        name = path if path and counts[path] == 1 else (f"{path}:{first.name}" if path else first.name)
+        by_quantize[quantize.name] = name
+        points.append((quantize, source, group, name, path))
+    result = []
+    for quantize, source, group, name, path in points:
+        inputs = tuple(by_quantize[q] for q in _feeding_quantizes(group) if q in by_quantize)
+        result.append(
+            QuantPoint(
+                name=name,
+                op=op_label(group[0]),
+                node=source.name,
+                quantize=quantize.name,
+                scale=float(quantize.args[1]),
+                zero_point=int(quantize.args[2]),
+                group=tuple(n.name for n in group),
+                module=path,
+                inputs=inputs,
+            )
+        )
+    return result

@@ -1,0 +1,62 @@
+"""The value of every node of a torch graph on one input, and the user-code name of a node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["DEQUANTIZE_OPS", "QUANTIZE_OPS", "is_op", "layer_name", "module_path", "node_values", "op_label"]
+
+#: pt2e's activation quantize / dequantize ops (torchao and torch spell them the same).
+QUANTIZE_OPS = frozenset({"quantize_per_tensor"})
+DEQUANTIZE_OPS = frozenset({"dequantize_per_tensor", "dequantize_per_channel"})
+
+
+class _Recorder(torch.fx.Interpreter):
+    def __init__(self, module: torch.fx.GraphModule) -> None:
+        super().__init__(module)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if isinstance(result, torch.Tensor):
+            self.values[n.name] = result.detach().clone()
+        return result
+
+
+def node_values(module: torch.fx.GraphModule, inputs: tuple[Any, ...]) -> dict[str, torch.Tensor]:
+    """Every tensor-valued node's value (by node name) when `module` runs on `inputs`."""
+    recorder = _Recorder(module)
+    with torch.no_grad():
+        recorder.run(*inputs)
+    return recorder.values
+
+
+def module_path(node: torch.fx.Node) -> str:
+    """The innermost module that made `node` (e.g. ``features.3.0``), or "" for the root."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1]
+    return str(path[0] if isinstance(path, tuple) else path)
+
+
+def op_label(node: torch.fx.Node) -> str:
+    """``aten.conv2d`` for ``aten.conv2d.default``."""
+    base = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    namespace = getattr(node.target, "namespace", None)
+    return f"{namespace}.{base}" if namespace else base
+
+
+def layer_name(node: torch.fx.Node) -> str:
+    """How a report names `node`: its module path, or the node's own name at the root."""
+    return module_path(node) or node.name
+
+
+def is_op(node: Any, names: frozenset[str]) -> bool:
+    """True when `node` calls one of the ops named (by their bare name, e.g. quantize_per_tensor)."""
+    if getattr(node, "op", None) != "call_function":
+        return False
+    name = getattr(node.target, "__name__", str(node.target))
+    return name.split(".")[0] in names
