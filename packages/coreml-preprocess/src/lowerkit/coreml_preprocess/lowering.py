@@ -16,7 +16,7 @@ from executorch.exir import to_edge_transform_and_lower
 from torch.export import ExportedProgram
 
 from lowerkit.coreml_preprocess.capture import capturing_models
-from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
+from lowerkit.coreml_preprocess.errors import CoreMLLoweringError, CoreMLOptionsError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
 from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
 from lowerkit.coreml_preprocess.quantize import palettize4, quantize_static_int8
@@ -106,6 +106,7 @@ def lower_to_coreml(
     calibration: Sequence[Sequence[Any]] | None = None,
     pass_pipeline: str | Sequence[str] = "default",
     progress: Progress | None = None,
+    keep_float: Sequence[str] = (),
 ) -> CoreMLLowering:
     """Lower a model to Core ML with a recipe: "fp16", "fp32", "int8", "w8", "w4", "palettize4".
 
@@ -113,6 +114,8 @@ def lower_to_coreml(
     (e.g. "iOS18") defaults to the recipe's. Ops Core ML cannot take stay on the CPU and are
     listed in ``cpu_ops``. `progress` wraps each step (``progress(name)`` is a context manager).
     Bad recipes, targets or pass names raise ``CoreMLOptionsError`` before any work.
+    ``keep_float`` names modules (e.g. "features.3") the int8 recipe leaves in float; with none
+    named the bytes are unchanged.
 
     Holds the process-wide lowering lock: concurrent calls run one after the other.
     """
@@ -121,10 +124,14 @@ def lower_to_coreml(
     require_model(model_or_exported_program, "lower_to_coreml", CoreMLLoweringError)
     inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
+    if keep_float and chosen.torch_quantization != "static_int8":
+        raise CoreMLOptionsError(f"keep_float applies to the int8 recipe, not {chosen.name!r}")
     if chosen.calibrates and not samples:
         raise CoreMLLoweringError("calibration is empty; pass at least one input tuple (or None)")
     with lowering_lock():
-        return _lower(model_or_exported_program, inputs, chosen, options, samples, progress or _untimed)
+        return _lower(
+            model_or_exported_program, inputs, chosen, options, samples, progress or _untimed, tuple(keep_float)
+        )
 
 
 def _lower(
@@ -134,9 +141,10 @@ def _lower(
     options: CoreMLCompileOptions,
     samples: list[tuple[Any, ...]],
     step: Progress,
+    keep_float: tuple[str, ...] = (),
 ) -> CoreMLLowering:
     warnings: list[str] = []
-    program, reference = _prepare(model, inputs, recipe, samples, step, warnings)
+    program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float)
     with step("lower to Core ML"), capturing_models() as mlmodels:
         edge = to_edge_transform_and_lower(program, partitioner=[CoreMLPartitioner(compile_specs=options)])
     with step("serialize"):
@@ -168,6 +176,7 @@ def _prepare(
     samples: list[tuple[Any, ...]],
     step: Progress,
     warnings: list[str],
+    keep_float: tuple[str, ...] = (),
 ) -> tuple[ExportedProgram, torch.nn.Module | None]:
     """The program to lower (quantized by the recipe's torch step, if any) and its torch reference."""
     if recipe.torch_quantization == "palettize4":
@@ -186,6 +195,6 @@ def _prepare(
     if recipe.torch_quantization != "static_int8":
         return program, None
     with step("quantize (pt2e static int8)"):
-        converted = quantize_static_int8(program, samples)
+        converted = quantize_static_int8(program, samples, keep_float)
     with step("export quantized"):
         return torch.export.export(converted, inputs), converted

@@ -17,8 +17,13 @@ __all__ = ["PALETTE_GROUP", "palettize4", "quantize_static_int8"]
 PALETTE_GROUP = 16
 
 
-def quantize_static_int8(program: ExportedProgram, calibration: Sequence[tuple[Any, ...]]) -> torch.fx.GraphModule:
-    """pt2e int8 (symmetric, per-channel weights) with lowerkit's CoreMLQuantizer: the converted module."""
+def quantize_static_int8(
+    program: ExportedProgram, calibration: Sequence[tuple[Any, ...]], keep_float: Sequence[str] = ()
+) -> torch.fx.GraphModule:
+    """pt2e int8 (symmetric, per-channel weights) with lowerkit's CoreMLQuantizer: the converted module.
+
+    The modules named in `keep_float` (e.g. "features.3") are left in float.
+    """
     from coremltools.optimize.torch.quantization.quantization_config import (
         LinearQuantizerConfig,
         QuantizationScheme,
@@ -34,7 +39,8 @@ def quantize_static_int8(program: ExportedProgram, calibration: Sequence[tuple[A
                 "activation_dtype": torch.quint8,
                 "weight_dtype": torch.qint8,
                 "weight_per_channel": True,
-            }
+            },
+            **({"module_name_configs": dict.fromkeys(keep_float)} if keep_float else {}),
         }
     )
     prepared = prepare_pt2e(program.module(), CoreMLQuantizer(config))

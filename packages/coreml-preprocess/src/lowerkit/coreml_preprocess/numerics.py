@@ -1,0 +1,193 @@
+"""debug_coreml: per-layer numerics of a Core ML int8 lowering, checked where Core ML cannot run.
+
+Core ML has no runtime on Linux, so each layer of the quantized torch program (the int8
+program Core ML receives) is compared with float eager, and each layer's weight as decoded from
+the converted Core ML model with the float weight (BatchNorm folded in where one follows).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+
+from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
+from lowerkit.coreml_preprocess.lowering import lower_to_coreml
+from lowerkit.coreml_preprocess.quantize import quantize_static_int8
+from lowerkit.pass_infra import sqnr_db
+from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.layers.metrics import tensor_error
+from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
+from lowerkit.pass_infra.layers.ranges import range_diagnostic
+from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
+from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values
+
+__all__ = ["COREML_NOT_EXECUTED", "NoQuantizedLayerError", "debug_coreml"]
+
+COREML_NOT_EXECUTED = (
+    "Core ML itself was not executed (no Core ML runtime on Linux): layers are compared in the "
+    "quantized torch program Core ML receives, weights as decoded from the Core ML model"
+)
+FLOAT_VS_QUANTIZED = "quantized vs float"
+#: Eval-mode batch norm ops, and the index of their `eps` argument.
+_BATCH_NORM_EPS_ARG = {"batch_norm": 7, "_native_batch_norm_legit_no_training": 6}
+
+
+class NoQuantizedLayerError(CoreMLLoweringError):
+    """The model has no layer the int8 quantizer quantizes."""
+
+
+def _float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
+    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
+
+
+def _outputs(module: Any, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+    with torch.no_grad():
+        result = module(*inputs)
+    return list(result) if isinstance(result, list | tuple) else [result]
+
+
+def debug_coreml(
+    model: Any,
+    example_inputs: tuple[Any, ...],
+    *,
+    calibration: Sequence[Sequence[Any]] | None = None,
+    keep_float: Sequence[str] = (),
+    threshold_db: float = 20.0,
+    scan: int = 5,
+    model_name: str = "model",
+) -> DebugReport:
+    """Compare every quantized layer of a Core ML int8 lowering with float; see the module docstring.
+
+    Flags ranges one channel dominates, finds the first layer under `threshold_db` and, for the
+    `scan` layers most to blame, measures the output gain of keeping each in float.
+    """
+    inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
+    samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
+    float_program = _float_program(model, inputs)
+    lowering = lower_to_coreml(model, inputs, "int8", calibration=samples, keep_float=keep_float)
+    quantized = lowering.reference
+    assert isinstance(quantized, torch.fx.GraphModule)
+    points = quant_points(quantized.graph)
+    if not points:
+        raise NoQuantizedLayerError(
+            f"{model_name} has no layer the int8 quantizer quantizes, so int8 loses nothing here; "
+            "nothing to debug (lower it with a float recipe)"
+        )
+    float_graph = float_program.module()
+    float_values = node_values(float_graph, inputs)
+    quantized_values = node_values(quantized, inputs)
+    decoded = [w for weights in lowering.decoded_weights for w in weights.values()]
+    module = model.module() if isinstance(model, ExportedProgram) else model
+    keepable = {name for name, _ in module.named_modules() if name}
+    nodes = {n.name: n for n in float_graph.graph.nodes}
+    quantized_nodes = {n.name: n for n in quantized.graph.nodes}
+    layers = []
+    for index, point in enumerate(points):
+        reference = float_values.get(point.node)
+        value = quantized_values.get(point.quantize)
+        if reference is None or value is None or reference.shape != value.shape:
+            continue
+        dequantized = (value.double() - point.zero_point) * point.scale
+        error = tensor_error(reference, dequantized, point.scale)
+        weight = _weight_sqnr(point, nodes, quantized_nodes, float_values, quantized_values, decoded)
+        layers.append(
+            LayerNumerics(
+                name=point.name, op=point.op, index=index, error=error, stages={FLOAT_VS_QUANTIZED: error},
+                scale=point.scale, inputs=point.inputs, range=range_diagnostic(reference, point.scale),
+                weight_sqnr_db=weight, keepable=point.module in keepable,
+            )
+        )
+    notes = [COREML_NOT_EXECUTED]
+    if sys.platform == "darwin":
+        notes.append("on macOS Core ML could run this model; lowerkit debug does not run it yet")
+    reference_outputs = _outputs(float_graph, inputs)
+    report = DebugReport(
+        model=model_name,
+        target="coreml-int8",
+        compared="per layer: float eager vs the quantized torch program (int8 static), on the example inputs; "
+        "weights: decoded Core ML weights vs float",
+        layers=layers,
+        output_sqnr_db=sqnr_db(reference_outputs, _outputs(quantized, inputs)),
+        threshold_kind="db",
+        threshold=threshold_db,
+        notes=notes,
+    )
+    report.sensitivity = _scan(report, float_program, inputs, samples, keep_float, scan, reference_outputs)
+    return report
+
+
+def _weight_sqnr(
+    point: QuantPoint,
+    float_nodes: dict[str, torch.fx.Node],
+    quantized_nodes: dict[str, torch.fx.Node],
+    float_values: dict[str, torch.Tensor],
+    quantized_values: dict[str, torch.Tensor],
+    decoded: list[np.ndarray],
+) -> float | None:
+    """SQNR of the layer's decoded Core ML weight against its float weight (BatchNorm folded)."""
+    first = quantized_nodes.get(point.group[0])
+    if first is None or len(first.args) < 2 or not is_op(first.args[1], DEQUANTIZE_OPS):
+        return None
+    torch_weight = quantized_values.get(first.args[1].name)
+    float_op = float_nodes.get(point.group[0])
+    if torch_weight is None or float_op is None or len(float_op.args) < 2:
+        return None
+    float_weight = _folded_weight(float_op, float_values)
+    if float_weight is None or float_weight.shape != torch_weight.shape:
+        return None
+    same_shape = [w for w in decoded if tuple(w.shape) == tuple(torch_weight.shape)]
+    if not same_shape:
+        return None
+    # The decoded weight that is this layer's: the one closest to torch's dequantized weight.
+    mine = max(same_shape, key=lambda w: sqnr_db(torch_weight, w))
+    return sqnr_db(float_weight, mine)
+
+
+def _folded_weight(op: torch.fx.Node, values: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    weight = values.get(getattr(op.args[1], "name", ""))
+    if weight is None:
+        return None
+    users = list(op.users)
+    eps_arg = _BATCH_NORM_EPS_ARG.get(getattr(users[0].target, "__name__", "").split(".")[0]) if len(users) == 1 else None
+    if eps_arg is None:
+        return weight
+    from torch.nn.utils.fusion import fuse_conv_bn_weights
+
+    norm = users[0]
+    gamma, beta, mean, var = (values.get(getattr(a, "name", "")) for a in norm.args[1:5])
+    if mean is None or var is None:
+        return weight
+    bias = values.get(getattr(op.args[2], "name", "")) if len(op.args) > 2 else None
+    folded, _ = fuse_conv_bn_weights(weight, bias, mean, var, float(norm.args[eps_arg]), gamma, beta)
+    return folded.detach()
+
+
+def _scan(
+    report: DebugReport,
+    float_program: ExportedProgram,
+    inputs: tuple[Any, ...],
+    samples: list[tuple[Any, ...]],
+    keep_float: Sequence[str],
+    count: int,
+    reference: list[torch.Tensor],
+) -> list[Sensitivity]:
+    """For the layers most to blame, the output SQNR of the quantized program with each kept in float."""
+    by_name = {x.name: x for x in report.layers}
+    modules: list[str] = []
+    for name in report.culprits(len(report.layers)):
+        module = name.split(":")[0]
+        if by_name[name].keepable and module not in modules and module not in keep_float:
+            modules.append(module)
+        if len(modules) == count:
+            break
+    results = []
+    for module in modules:
+        converted = quantize_static_int8(float_program, samples, (*keep_float, module))
+        output = sqnr_db(reference, _outputs(converted, inputs))
+        results.append(Sensitivity(module, output, output - report.output_sqnr_db))
+    return sorted(results, key=lambda s: -s.gain_db)
