@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lowerkit.cli import atomic, inspect_pte, targets
+from lowerkit.cli import atomic, debug_command, inspect_pte, targets
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions
 from lowerkit.pass_infra.files import write_bytes_atomically
@@ -72,6 +72,7 @@ def zoo_command(as_json: bool) -> None:
 @click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
 @click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
+@click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable; see 'lowerkit debug').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 def lower_command(
@@ -84,6 +85,7 @@ def lower_command(
     tosa_dir: Path | None,
     report: Path | None,
     verify: bool,
+    keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -108,11 +110,14 @@ def lower_command(
 
     source = model_source.load(model)
     steps = Steps.for_terminal(quiet=quiet)
+    from lowerkit.cli import keep_float as kept
+
     options = LowerOptions(
         target,
         calibration_path=calibration,
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
+        keep_float=kept.check(keep_float, source, target),
     )
     lowered = lowering.lower(source, options, steps=steps)
     write_bytes_atomically(output, lowered.pte)
@@ -244,6 +249,9 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "verification": lowered.verification,
         "warnings": lowered.warnings,
     }
+
+
+main.add_command(debug_command.debug_command)
 
 
 def run_app(argv: list[str] | None = None) -> None:

@@ -18,7 +18,9 @@ ARM_TARGET_NAMES = {
 }
 
 
-def lower(source: ModelSource, target: Target, *, calibration: list[Inputs], steps: Steps) -> Lowered:
+def lower(
+    source: ModelSource, target: Target, *, calibration: list[Inputs], steps: Steps, keep_float: tuple[str, ...] = ()
+) -> Lowered:
     """Quantize (INT / Ethos-U), run the fast Arm pipeline, and serialize a .pte."""
     from lowerkit.arm_passes import lower_to_arm
 
@@ -30,6 +32,7 @@ def lower(source: ModelSource, target: Target, *, calibration: list[Inputs], ste
             ARM_TARGET_NAMES[target.name],
             quantize=target.calibrates,
             calibration=calibration or None,
+            keep_float=keep_float,
         )
     lowered = Lowered(model=source.name, target=target, pte=lowering.pte, seconds=steps.seconds)
     lowered.tosa = {f"partition{i}.tosa": fb for i, fb in enumerate(lowering.tosa_flatbuffers)}

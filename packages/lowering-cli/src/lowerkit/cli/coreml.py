@@ -49,6 +49,7 @@ def lower(
     calibration: list[Inputs],
     pass_names: list[str] | None,
     steps: Steps,
+    keep_float: tuple[str, ...] = (),
 ) -> Lowered:
     """Lower with the target's recipe (quantize, partition to Core ML, serialize a .pte)."""
     from lowerkit.coreml_preprocess import CoreMLLoweringError, CoreMLOptionsError, lower_to_coreml
@@ -62,6 +63,7 @@ def lower(
             calibration=calibration or None,
             pass_pipeline=_pipeline(pass_names),
             progress=steps.step,
+            keep_float=keep_float,
         )
     except CoreMLOptionsError as error:
         raise UsageError(str(error)) from None

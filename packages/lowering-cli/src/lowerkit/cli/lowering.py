@@ -25,11 +25,13 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
         if target.backend == "arm":
             from lowerkit.cli import arm
 
-            lowered = arm.lower(source, target, calibration=batches, steps=steps)
+            lowered = arm.lower(source, target, calibration=batches, steps=steps, keep_float=options.keep_float)
         else:
             from lowerkit.cli import coreml
 
-            lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
+            lowered = coreml.lower(
+                source, target, calibration=batches, pass_names=pass_names, steps=steps, keep_float=options.keep_float
+            )
         lowered.warnings[:0] = warnings
         if options.verify:
             with steps.step("verify"):

@@ -24,3 +24,5 @@ class LowerOptions:
     pass_names: tuple[str, ...] | None = None
     #: Check the result against the float model.
     verify: bool = False
+    #: Modules the quantizer leaves in float (targets that calibrate); () changes nothing.
+    keep_float: tuple[str, ...] = ()

@@ -1,0 +1,161 @@
+"""`lowerkit debug MODEL -t TARGET`: where a quantized lowering loses accuracy, layer by layer.
+
+Imports only click and the standard library at start-up; the backend loads when the command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lowerkit.cli import atomic, targets
+from lowerkit.cli.errors import CliError, UsageError
+
+#: Targets `debug` compares layer by layer (quantized ones): CLI name -> backend.
+DEBUG_TARGETS = ("tosa-int", "ethos-u55-128", "ethos-u85-256", "coreml-int8")
+
+
+@click.command("debug")
+@click.argument("model")
+@click.option("-t", "--target", "target_name", required=True, help=f"One of: {', '.join(DEBUG_TARGETS)}.")
+@click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write a self-contained HTML report here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (layers worst first).")
+@click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable).")
+@click.option("--threshold", type=float, help="Where the error starts: output quanta (Arm, default 1) or dB (Core ML, default 20).")
+@click.option("--scan", type=click.IntRange(min=0), default=5, show_default=True, help="Layers to try in float (0: none).")
+@click.option("--top", type=click.IntRange(min=1), default=12, show_default=True, help="Table rows to print.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+def debug_command(
+    model: str,
+    target_name: str,
+    calibration: Path | None,
+    output: Path | None,
+    as_json: bool,
+    keep_float: tuple[str, ...],
+    threshold: float | None,
+    scan: int,
+    top: int,
+    quiet: bool,
+) -> None:
+    """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
+    target = targets.get(target_name)
+    if target.name not in DEBUG_TARGETS:
+        raise UsageError(f"debug compares quantized layers: use one of {', '.join(DEBUG_TARGETS)}, not '{target.name}'")
+    if output is not None:
+        atomic.check_writable(output)
+    from lowerkit.cli import calibration as calibration_data
+    from lowerkit.cli import keep_float as kept
+    from lowerkit.cli import model_source
+    from lowerkit.cli.progress import Steps
+    from lowerkit.pass_infra.files import write_bytes_atomically
+
+    source = model_source.load(model)
+    names = kept.check(keep_float, source, target)
+    warnings: list[str] = []
+    batches = calibration_data.load(calibration, source, warn=warnings)
+    steps = Steps.for_terminal(quiet=quiet)
+    with steps.step(f"debug {source.name} on {target.name}"):
+        report = _run(source, target.name, batches, names, threshold, scan)
+    report.summary["seconds"] = round(sum(steps.seconds.values()), 1)
+    report.summary["commands"] = _commands(model, target.name, calibration, names, report)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if output is not None:
+        from lowerkit.cli.debug_html import render
+
+        write_bytes_atomically(output, render(report).encode())
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    for line in table(report, top):
+        click.echo(line)
+    if output is not None:
+        click.echo(f"wrote {output}")
+
+
+def _run(source: Any, target: str, batches: list[Any], names: tuple[str, ...], threshold: float | None, scan: int) -> Any:
+    from lowerkit.cli.lowering import _as_lowering_error
+
+    model = source.module if source.module is not None else source.export()
+    try:
+        if target == "coreml-int8":
+            from lowerkit.coreml_preprocess.numerics import NoQuantizedLayerError as CoreMLNone
+            from lowerkit.coreml_preprocess.numerics import debug_coreml
+
+            try:
+                return debug_coreml(
+                    model, source.example_inputs, calibration=batches or None, keep_float=names,
+                    threshold_db=20.0 if threshold is None else threshold, scan=scan, model_name=source.name,
+                )
+            except CoreMLNone as error:
+                raise UsageError(str(error)) from None
+        from lowerkit.arm_passes.numerics.debug import NoQuantizedLayerError, debug_arm
+        from lowerkit.cli.arm import ARM_TARGET_NAMES
+
+        try:
+            return debug_arm(
+                model, source.example_inputs, ARM_TARGET_NAMES[target], calibration=batches or None,
+                keep_float=names, threshold_quanta=1.0 if threshold is None else threshold, scan=scan,
+                model_name=source.name,
+            )
+        except NoQuantizedLayerError as error:
+            raise UsageError(str(error)) from None
+    except CliError:
+        raise
+    except Exception as error:
+        raise _as_lowering_error(error, f"debugging {source.name} on {target}") from error
+
+
+def _commands(model: str, target: str, calibration: Path | None, names: tuple[str, ...], report: Any) -> list[str]:
+    """The commands that reproduce the report and apply its advice."""
+    base = ["lowerkit", "debug", model, "-t", target]
+    if calibration is not None:
+        base += ["--calibration", str(calibration)]
+    for name in names:
+        base += ["--keep-float", name]
+    commands = [shlex.join(base)]
+    gains = [s for s in report.sensitivity if s.gain_db > 0.5]
+    if gains:
+        best = max(gains, key=lambda s: s.gain_db)
+        lower = ["lowerkit", "lower", model, "-t", target, "-o", "model.pte", "--verify"]
+        if calibration is not None:
+            lower += ["--calibration", str(calibration)]
+        for name in (*names, best.name):
+            lower += ["--keep-float", name]
+        commands.append(shlex.join(lower))
+    return commands
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if math.isfinite(value) else str(value)
+
+
+def table(report: Any, top: int) -> list[str]:
+    """The terminal view: the worst layers, the advice, the sensitivity scan and notes."""
+    lines = [
+        f"{report.model} on {report.target}: output SQNR {_number(report.output_sqnr_db)} dB against float; "
+        f"{len(report.layers)} quantized layers",
+        f"{'layer':<28} {'op':<18} {'SQNR dB':>8} {'max err':>9} {'quanta':>8} {'cosine':>8} {'added dB':>9}  range",
+    ]
+    for layer in report.worst_first()[:top]:
+        flag = f"channel {layer.range.channel} dominates" if layer.range is not None and layer.range.flagged else ""
+        lines.append(
+            f"{layer.name[:28]:<28} {layer.op[:18]:<18} {_number(layer.error.sqnr_db):>8} "
+            f"{layer.error.max_abs_error:>9.3g} {_number(layer.error.max_error_quanta):>8} "
+            f"{layer.error.cosine:>8.4f} {_number(report.added_db(layer)):>9}  {flag}"
+        )
+    if len(report.layers) > top:
+        lines.append(f"... {len(report.layers) - top} more (--top, --json or -o report.html)")
+    lines += [f"advice: {line}" for line in report.advice()]
+    for result in report.sensitivity:
+        lines.append(f"keep {result.name} in float: output {_number(result.output_sqnr_db)} dB ({result.gain_db:+.1f} dB)")
+    lines += [f"note: {note}" for note in report.notes]
+    return lines
