@@ -45,10 +45,14 @@ def _float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
     return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
 
 
-def _outputs(module: Any, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+def _outputs(module: Any, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
+    """The module's outputs on every batch, flattened into one list (one signal for sqnr_db)."""
+    found: list[torch.Tensor] = []
     with torch.no_grad():
-        result = module(*inputs)
-    return list(result) if isinstance(result, list | tuple) else [result]
+        for batch in batches:
+            result = module(*batch)
+            found += list(result) if isinstance(result, list | tuple) else [result]
+    return found
 
 
 def debug_coreml(
@@ -105,19 +109,21 @@ def debug_coreml(
     notes = [COREML_NOT_EXECUTED]
     if sys.platform == "darwin":
         notes.append("on macOS Core ML could run this model; lowerkit debug does not run it yet")
-    reference_outputs = _outputs(float_graph, inputs)
+    batches = [inputs, *samples] if calibration is not None else [inputs]
+    reference_outputs = _outputs(float_graph, batches)
     report = DebugReport(
         model=model_name,
         target="coreml-int8",
-        compared="per layer: float eager vs the quantized torch program (int8 static), on the example inputs; "
+        compared="per layer: float eager vs the quantized torch program (int8 static), on the example inputs "
+        "(output SQNR and the sensitivity scan: on the example and calibration inputs); "
         "weights: decoded Core ML weights vs float",
         layers=layers,
-        output_sqnr_db=sqnr_db(reference_outputs, _outputs(quantized, inputs)),
+        output_sqnr_db=sqnr_db(reference_outputs, _outputs(quantized, batches)),
         threshold_kind="db",
         threshold=threshold_db,
         notes=notes,
     )
-    report.sensitivity = _scan(report, float_program, inputs, samples, keep_float, scan, reference_outputs)
+    report.sensitivity = _scan(report, float_program, batches, samples, keep_float, scan, reference_outputs)
     return report
 
 
@@ -170,7 +176,7 @@ def _folded_weight(op: torch.fx.Node, values: dict[str, torch.Tensor]) -> torch.
 def _scan(
     report: DebugReport,
     float_program: ExportedProgram,
-    inputs: tuple[Any, ...],
+    batches: list[tuple[Any, ...]],
     samples: list[tuple[Any, ...]],
     keep_float: Sequence[str],
     count: int,
@@ -188,6 +194,6 @@ def _scan(
     results = []
     for module in modules:
         converted = quantize_static_int8(float_program, samples, (*keep_float, module))
-        output = sqnr_db(reference, _outputs(converted, inputs))
+        output = sqnr_db(reference, _outputs(converted, batches))
         results.append(Sensitivity(module, output, output - report.output_sqnr_db))
     return sorted(results, key=lambda s: -s.gain_db)

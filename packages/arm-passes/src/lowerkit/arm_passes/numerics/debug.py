@@ -51,10 +51,20 @@ def quantized_program(
     return _quantize(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float)
 
 
-def _outputs(program: ExportedProgram, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+def _outputs(program: ExportedProgram, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
+    """The program's outputs on every batch, flattened into one list (one signal for sqnr_db)."""
+    module = program.module()
+    found: list[torch.Tensor] = []
     with torch.no_grad():
-        result = program.module()(*inputs)
-    return list(result) if isinstance(result, list | tuple) else [result]
+        for batch in batches:
+            result = module(*batch)
+            found += list(result) if isinstance(result, list | tuple) else [result]
+    return found
+
+
+def _batches(inputs: tuple[Any, ...], calibration: Sequence[Sequence[Any]] | None) -> list[tuple[Any, ...]]:
+    """Where output SQNR is measured: the example inputs and the calibration batches."""
+    return [inputs, *(tuple(b) for b in calibration or [])]
 
 
 def keep_float_gain(
@@ -67,9 +77,10 @@ def keep_float_gain(
 ) -> tuple[float, float]:
     """Output SQNR (dB) against float of the quantized program, without and with `names` in float."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    reference = _outputs(_float_program(model, inputs), inputs)
-    plain = _outputs(quantized_program(model, inputs, target, calibration=calibration), inputs)
-    kept = _outputs(quantized_program(model, inputs, target, calibration=calibration, keep_float=names), inputs)
+    batches = _batches(inputs, calibration)
+    reference = _outputs(_float_program(model, inputs), batches)
+    plain = _outputs(quantized_program(model, inputs, target, calibration=calibration), batches)
+    kept = _outputs(quantized_program(model, inputs, target, calibration=calibration, keep_float=names), batches)
     return sqnr_db(reference, plain), sqnr_db(reference, kept)
 
 
@@ -135,10 +146,14 @@ def debug_arm(
         target=target,
         compared=(
             "per layer: float eager, the fake-quantized torch program, and the TOSA reference "
-            "model's intermediate tensors of the lowered flatbuffer, on the example inputs"
+            "model's intermediate tensors of the lowered flatbuffer, on the example inputs "
+            "(output SQNR and the sensitivity scan: on the example and calibration inputs)"
         ),
         layers=layers,
-        output_sqnr_db=sqnr_db(_outputs(float_program, inputs), _outputs(lowering.source_program, inputs)),
+        output_sqnr_db=sqnr_db(
+            _outputs(float_program, _batches(inputs, calibration)),
+            _outputs(lowering.source_program, _batches(inputs, calibration)),
+        ),
         threshold_kind="quanta",
         threshold=threshold_quanta,
         notes=notes,
@@ -245,10 +260,11 @@ def _scan(
             break
     if not modules:
         return []
-    reference = _outputs(_float_program(model, inputs), inputs)
+    batches = _batches(inputs, calibration)
+    reference = _outputs(_float_program(model, inputs), batches)
     results = []
     for module in modules:
         program = quantized_program(model, inputs, target, calibration=calibration, keep_float=(*keep_float, module))
-        output = sqnr_db(reference, _outputs(program, inputs))
+        output = sqnr_db(reference, _outputs(program, batches))
         results.append(Sensitivity(module, output, output - report.output_sqnr_db))
     return sorted(results, key=lambda s: -s.gain_db)

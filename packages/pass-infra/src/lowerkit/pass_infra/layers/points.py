@@ -64,6 +64,22 @@ def _group_module(group: list[torch.fx.Node]) -> str:
     return module_path(group[0])
 
 
+def _weighted(node: torch.fx.Node) -> bool:
+    return any(kind in op_label(node) for kind in ("conv", "linear", "matmul", "bmm"))
+
+
+def _own_module(group: list[torch.fx.Node], others: list[list[torch.fx.Node]]) -> str:
+    """The group's module, unless it also holds another layer's conv / linear: then the first op's
+    module (so that keeping the module in float keeps this layer, not its neighbours, in float)."""
+    path = _group_module(group)
+    prefix = path + "."
+    if path and any(
+        _weighted(n) and (module_path(n) == path or module_path(n).startswith(prefix)) for g in others for n in g
+    ):
+        return module_path(group[0])
+    return path
+
+
 def _feeding_quantizes(group: list[torch.fx.Node]) -> list[str]:
     names = {n.name for n in group}
     found = []
@@ -90,12 +106,12 @@ def quant_points(graph: torch.fx.Graph) -> list[QuantPoint]:
         if not group:
             continue
         raw.append((node, source, group))
-    counts = Counter(_group_module(g) for _, _, g in raw)
+    paths = [_own_module(g, [h for _, _, h in raw if h is not g]) for _, _, g in raw]
+    counts = Counter(paths)
     by_quantize: dict[str, str] = {}
     points = []
-    for quantize, source, group in raw:
+    for (quantize, source, group), path in zip(raw, paths, strict=True):
         first = group[0]
-        path = _group_module(group)
         name = path if path and counts[path] == 1 else (f"{path}:{first.name}" if path else first.name)
         by_quantize[quantize.name] = name
         points.append((quantize, source, group, name, path))

@@ -1,0 +1,55 @@
+"""debug_arm on a model built to fail in a known place, with the real TOSA reference model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lowerkit.arm_passes.numerics.debug import TOSA_VS_QUANTIZED, debug_arm
+from lowerkit.pass_infra.layers.report import DebugReport
+from numerics.models import CULPRIT, calibration, outlier
+
+
+@pytest.fixture(scope="module")
+def report() -> DebugReport:
+    model, inputs = outlier()
+    return debug_arm(model, inputs, "TOSA-1.0+INT", calibration=calibration(), scan=3, model_name="outlier")
+
+
+def test_culprit_is_named_first(report: DebugReport) -> None:
+    assert report.culprits()[0] == CULPRIT
+    assert [x.name for x in report.flagged] == [CULPRIT]
+    assert report.advice()[0].startswith(f"{CULPRIT} (aten.conv2d): channel 0 spans")
+
+
+def test_culprit_looks_fine_alone_and_the_damage_shows_one_op_later(report: DebugReport) -> None:
+    layers = {x.name: x for x in report.layers}
+    assert layers[CULPRIT].error.sqnr_db > 30.0
+    assert layers["block1.2"].error.sqnr_db < 10.0
+    assert layers["block1.2"].inputs == (CULPRIT,)
+    assert report.worst_first()[0].name == "block1.2"
+
+
+def test_tosa_intermediates_are_compared_for_every_layer(report: DebugReport) -> None:
+    for layer in report.layers:
+        tosa = layer.stages[TOSA_VS_QUANTIZED]
+        # Integer rescaling rounds differently from float fake-quant: a quantum or two at most here.
+        assert tosa.max_error_quanta is not None and tosa.max_error_quanta <= 2.0, layer
+        assert tosa.cosine > 0.99, layer
+    assert report.summary["tosa_vs_quantized_output"]["max_error_quanta"] <= 2.0
+
+
+def test_keeping_the_culprit_in_float_recovers_the_output(report: DebugReport) -> None:
+    best = report.sensitivity[0]
+    assert best.name == CULPRIT
+    assert report.output_sqnr_db < 10.0
+    assert best.gain_db > 10.0 and math.isfinite(best.output_sqnr_db), report.sensitivity
+    assert all(s.gain_db < 1.0 for s in report.sensitivity[1:]), report.sensitivity
+
+
+def test_json_lists_layers_worst_first_with_the_fields(report: DebugReport) -> None:
+    data = report.to_json()
+    assert [row["name"] for row in data["layers"]] == [x.name for x in report.worst_first()]
+    assert {"name", "op", "sqnr_db", "max_error_quanta", "cosine"} <= set(data["layers"][0])
+    assert data["culprits"][0] == CULPRIT
