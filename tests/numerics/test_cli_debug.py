@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -37,22 +39,18 @@ def calibration_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def debugged(calibration_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Callable[..., None], Path, dict]:
-    """One `lowerkit debug --json -o report.html` run, shared by the tests."""
+def debugged(calibration_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One `lowerkit debug --json -o report.html` run, shared by the tests (capsys is per test)."""
     html = tmp_path_factory.mktemp("report") / "report.html"
-    captured = pytest.CaptureFixture  # noqa: F841 (capsys is function-scoped; capture by hand)
-    import contextlib
-    import io
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_info:
         run(["debug", MODEL, "-t", "coreml-int8", "--calibration", str(calibration_file), "--scan", "2", "-q", "--json", "-o", str(html)])
     assert exit_info.value.code == 0
-    return run, html, json.loads(out.getvalue())
+    return html, json.loads(out.getvalue())
 
 
-def test_json_names_the_culprit_and_lists_layers_worst_first(debugged: tuple) -> None:
-    _, _, data = debugged
+def test_json_names_the_culprit_and_lists_layers_worst_first(debugged: tuple[Path, dict[str, Any]]) -> None:
+    _, data = debugged
     assert data["culprits"][0] == CULPRIT
     assert data["sensitivity"][0]["name"] == CULPRIT and data["sensitivity"][0]["gain_db"] > 10.0
     rows = data["layers"]
@@ -62,8 +60,8 @@ def test_json_names_the_culprit_and_lists_layers_worst_first(debugged: tuple) ->
     assert any(f"--keep-float {CULPRIT}" in command for command in data["summary"]["commands"])
 
 
-def test_html_report_is_self_contained_with_the_chart_and_every_layer(debugged: tuple) -> None:
-    _, html, data = debugged
+def test_html_report_is_self_contained_with_the_chart_and_every_layer(debugged: tuple[Path, dict[str, Any]]) -> None:
+    html, data = debugged
     page = html.read_text()
     assert "<svg" in page and "<polyline" in page
     assert not re.search(r"(src|href)\s*=\s*[\"']?https?:", page) and "<script" not in page

@@ -59,7 +59,7 @@ def chart(report: Any, width: int = 900, height: int = 260) -> str:
             f'<text x="{left + i * step:.1f}" y="{height + 5}" transform="rotate(45 {left + i * step:.1f} {height + 5})">'
             f"{name if len(layers) <= 40 or i % max(1, len(layers) // 40) == 0 else ''}</text>"
         )
-    parts.append(f'<text x="4" y="12">SQNR dB</text></svg>')
+    parts.append('<text x="4" y="12">SQNR dB</text></svg>')
     return "".join(parts)
 
 

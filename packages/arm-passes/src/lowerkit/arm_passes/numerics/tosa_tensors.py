@@ -86,7 +86,7 @@ def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
 
 def read_intermediates(flatbuffer: bytes, feeds: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
     """Run `flatbuffer` on the reference model and return the tensors called `names`."""
-    import tosa_serializer as ts  # type: ignore[import-untyped]
+    import tosa_serializer as ts
 
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "graph.tosa")

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 import torch
 
-from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, QUANTIZE_OPS, is_op, module_path, op_label
+from lowerkit.pass_infra.layers.values import (
+    DEQUANTIZE_OPS,
+    QUANTIZE_OPS,
+    is_op,
+    module_path,
+    op_label,
+)
 
 __all__ = ["QuantPoint", "quant_points"]
 
