@@ -38,6 +38,8 @@ def test_tosa_intermediates_are_compared_for_every_layer(report: DebugReport) ->
         assert tosa.max_error_quanta is not None and tosa.max_error_quanta <= 2.0, layer
         assert tosa.cosine > 0.99, layer
     assert report.summary["tosa_vs_quantized_output"]["max_error_quanta"] <= 2.0
+    # Reading the intermediates (extra graph outputs) leaves the computed outputs bit-identical.
+    assert report.summary["tosa_intermediates_same_outputs"] is True
 
 
 def test_keeping_the_culprit_in_float_recovers_the_output(report: DebugReport) -> None:
@@ -53,3 +55,14 @@ def test_json_lists_layers_worst_first_with_the_fields(report: DebugReport) -> N
     assert [row["name"] for row in data["layers"]] == [x.name for x in report.worst_first()]
     assert {"name", "op", "sqnr_db", "max_error_quanta", "cosine"} <= set(data["layers"][0])
     assert data["culprits"][0] == CULPRIT
+
+
+def test_tosa_fp_intermediates_match_eager_op_by_op() -> None:
+    model, inputs = outlier()
+    report = debug_arm(model, inputs, "TOSA-1.0+FP", model_name="outlier")
+    compared = {x.name for x in report.layers}
+    assert {"block1.0", "block1.1", "block1.2", "block2.0", "block3.0", "fc"} <= compared
+    # The pipeline moves block3's ReLU past the flatten's reshape: that tensor is not flatten's value.
+    assert "flatten" not in compared and "flatten" in report.notes[0]
+    assert report.first_over_threshold is None
+    assert all(x.error.sqnr_db > 100.0 and x.error.cosine > 0.9999 for x in report.layers), report.layers

@@ -98,6 +98,17 @@ def _quantize(
     calibration: Sequence[Sequence[Any]] | None,
     keep_float: Sequence[str] = (),
 ) -> ExportedProgram:
+    return torch.export.export(_convert(program, inputs, compile_spec, calibration, keep_float), inputs)
+
+
+def _convert(
+    program: ExportedProgram,
+    inputs: tuple[Any, ...],
+    compile_spec: Any,
+    calibration: Sequence[Sequence[Any]] | None,
+    keep_float: Sequence[str] = (),
+) -> torch.fx.GraphModule:
+    """prepare_pt2e, calibrate, convert_pt2e: the fake-quantized module (before re-export)."""
     # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
     module = program.module(check_guards=False)
     prepared = prepare_pt2e(module, quantizer_for(compile_spec, keep_float))
@@ -107,8 +118,7 @@ def _quantize(
     with torch.no_grad():
         for sample in samples:
             prepared(*sample)
-    converted = convert_pt2e(prepared)
-    return torch.export.export(converted, inputs)
+    return convert_pt2e(prepared)
 
 
 _IO_CONVERSIONS = frozenset(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,18 +14,23 @@ from torch.export import ExportedProgram
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.devices import compile_spec_for, is_integer
 from lowerkit.arm_passes.errors import ArmLoweringError
-from lowerkit.arm_passes.lowering import ArmLowering, _quantize, lower_to_arm
-from lowerkit.arm_passes.numerics.tosa_tensors import TosaTensor, read_intermediates, tosa_tensors
-from lowerkit.arm_passes.reference import verify_on_reference_model
+from lowerkit.arm_passes.lowering import ArmLowering, _convert, lower_to_arm
+from lowerkit.arm_passes.numerics.tosa_tensors import (
+    TosaTensor,
+    drop_reordered,
+    read_intermediates,
+    tosa_tensors,
+)
+from lowerkit.arm_passes.reference import run_tosa_reference, verify_on_reference_model
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
 from lowerkit.pass_infra.layers.metrics import tensor_error
 from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
 from lowerkit.pass_infra.layers.ranges import range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
-from lowerkit.pass_infra.layers.values import node_values
+from lowerkit.pass_infra.layers.values import layer_name, module_path, node_values, op_label
 
-__all__ = ["NoQuantizedLayerError", "debug_arm", "keep_float_gain", "quantized_program"]
+__all__ = ["NoQuantizedLayerError", "debug_arm", "debug_arm_float", "keep_float_gain", "quantized_program"]
 
 FLOAT_VS_QUANTIZED = "quantized vs float"
 TOSA_VS_QUANTIZED = "TOSA vs quantized"
@@ -45,15 +52,15 @@ def quantized_program(
     *,
     calibration: Sequence[Sequence[Any]] | None = None,
     keep_float: Sequence[str] = (),
-) -> ExportedProgram:
-    """The fake-quantized torch program lower_to_arm would lower (no lowering)."""
+) -> torch.fx.GraphModule:
+    """The fake-quantized torch module lower_to_arm would export and lower (no lowering)."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    return _quantize(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float)
+    return _convert(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float)
 
 
-def _outputs(program: ExportedProgram, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
+def _outputs(program: ExportedProgram | torch.nn.Module, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
     """The program's outputs on every batch, flattened into one list (one signal for sqnr_db)."""
-    module = program.module()
+    module = program.module() if isinstance(program, ExportedProgram) else program
     found: list[torch.Tensor] = []
     with torch.no_grad():
         for batch in batches:
@@ -113,14 +120,17 @@ def debug_arm(
     `threshold_quanta` (in each layer's output quanta) and, for the `scan` layers most to blame,
     measure the output gain of keeping each in float (in the quantized torch program).
     """
-    if not is_integer(target):
-        raise ArmLoweringError(f"debug compares quantized layers; {target} is a float target (use TOSA-1.0+INT)")
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
+    if not is_integer(target):
+        return debug_arm_float(model, inputs, target, model_name=model_name)
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
     float_program = _float_program(model, inputs)
     captured: list[tuple[bytes, torch.fx.GraphModule]] = []
     with _upstream.capture_tosa_graphs(captured):
         lowering = lower_to_arm(model, inputs, target, calibration=calibration, keep_float=keep_float)
     assert lowering.source_program is not None
+    seconds["lower"] = time.perf_counter() - start
     quantized = lowering.source_program.module()
     points = quant_points(quantized.graph)
     if not points:
@@ -131,7 +141,10 @@ def debug_arm(
     float_values = node_values(float_program.module(), inputs)
     quantized_values = node_values(quantized, inputs)
     notes: list[str] = []
-    tosa_values = _tosa_values(lowering, captured, points, quantized_values, inputs, notes)
+    summary: dict[str, Any] = {"seconds": seconds}
+    start = time.perf_counter()
+    tosa_values = _tosa_values(lowering, captured, points, quantized_values, inputs, notes, summary)
+    seconds["tosa reference model"] = time.perf_counter() - start
     keepable = _module_names(model)
     layers = []
     for index, point in enumerate(points):
@@ -156,12 +169,17 @@ def debug_arm(
         ),
         threshold_kind="quanta",
         threshold=threshold_quanta,
+        threshold_stage=TOSA_VS_QUANTIZED if tosa_values else FLOAT_VS_QUANTIZED,
         notes=notes,
+        summary=summary,
     )
     if tosa_values:
         check = verify_on_reference_model(lowering, inputs)
-        report.summary["tosa_vs_quantized_output"] = {"sqnr_db": check.sqnr_db, "max_error_quanta": check.max_error_quanta}
-    report.sensitivity = _scan(report, model, inputs, target, calibration, keep_float, scan)
+        summary["tosa_vs_quantized_output"] = {"sqnr_db": check.sqnr_db, "max_error_quanta": check.max_error_quanta}
+    start = time.perf_counter()
+    report.sensitivity = _scan(report, float_program, inputs, target, calibration, keep_float, scan)
+    seconds["sensitivity scan"] = time.perf_counter() - start
+    summary["seconds"] = {k: round(v, 1) for k, v in seconds.items()}
     return report
 
 
@@ -172,6 +190,7 @@ def _tosa_values(
     quantized_values: dict[str, torch.Tensor],
     inputs: tuple[Any, ...],
     notes: list[str],
+    summary: dict[str, Any],
 ) -> dict[str, np.ndarray]:
     """Each point's TOSA int8 tensor, dequantized, in torch's layout (by the point's quantize node)."""
     if len(captured) != 1 or lowering.cpu_ops or len(lowering.input_qparams) != len(inputs):
@@ -188,11 +207,21 @@ def _tosa_values(
         tensor = _tosa_for(point, tensors, value.numel()) if value is not None else None
         if tensor is not None:
             chosen[point.quantize] = tensor
+    by_name = {p.name: p.quantize for p in points}
+    point_inputs = {p.quantize: [by_name[n] for n in p.inputs if n in by_name] for p in points}
+    reordered = drop_reordered(chosen, point_inputs, tensors)
+    if reordered:
+        notes.append(f"{len(reordered)} layer(s) not compared with TOSA: the pipeline moved an op past them")
     feeds = [
         torch.clamp(torch.round(x / scale) + zp, -128, 127).to(torch.int8).numpy()
         for x, (scale, zp) in zip(inputs, lowering.input_qparams, strict=True)
     ]
     raw = read_intermediates(flatbuffer, feeds, sorted({t.name for t in chosen.values()}))
+    shipped = run_tosa_reference(flatbuffer, feeds)
+    same = len(shipped) == len(raw[""]) and all(np.array_equal(a, b) for a, b in zip(shipped, raw[""], strict=True))
+    if not same:
+        notes.append("the flatbuffer re-serialized with intermediate outputs computes other outputs than the shipped one")
+    summary["tosa_intermediates_same_outputs"] = same
     values = {}
     for point in points:
         tensor = chosen.get(point.quantize)
@@ -268,3 +297,70 @@ def _scan(
         output = sqnr_db(reference, _outputs(program, batches))
         results.append(Sensitivity(module, output, output - report.output_sqnr_db))
     return sorted(results, key=lambda s: -s.gain_db)
+
+
+#: TOSA FP: the first layer under this SQNR (dB) against eager is where the error starts.
+FLOAT_THRESHOLD_DB = 80.0
+
+
+def debug_arm_float(
+    model: Any, example_inputs: tuple[Any, ...], target: str = "TOSA-1.0+FP", *, model_name: str = "model"
+) -> DebugReport:
+    """TOSA FP: every op's output in eager against the reference model's intermediate tensor."""
+    inputs = example_input_tuple(example_inputs, ArmLoweringError)
+    captured: list[tuple[bytes, torch.fx.GraphModule]] = []
+    with _upstream.capture_tosa_graphs(captured):
+        lowering = lower_to_arm(model, inputs, target, quantize=False)
+    if len(captured) != 1 or lowering.cpu_ops or lowering.source_program is None:
+        raise ArmLoweringError(
+            f"the TOSA reference model's intermediates need one fully delegated partition; this lowering has "
+            f"{len(captured)}, CPU ops {list(lowering.cpu_ops)}"
+        )
+    module = lowering.source_program.module()
+    values = node_values(module, inputs)
+    flatbuffer, graph = captured[0]
+    tensors = tosa_tensors(graph)
+    chosen: dict[str, TosaTensor] = {}
+    for node in module.graph.nodes:
+        if node.op != "call_function" or node.name not in values:
+            continue
+        numel = values[node.name].numel()
+        found = [t for t in tensors if t.dtype.is_floating_point and node.name in t.sources and int(np.prod(t.shape)) == numel]
+        if found:
+            chosen[node.name] = found[-1]
+    reordered = drop_reordered(chosen, {n.name: [a.name for a in n.all_input_nodes] for n in module.graph.nodes}, tensors)
+    raw = read_intermediates(flatbuffer, [x.detach().numpy() for x in inputs], sorted({t.name for t in chosen.values()}))
+    nodes = [n for n in module.graph.nodes if n.name in chosen]
+    counts = Counter(layer_name(n) for n in nodes)
+    names = {n.name: layer_name(n) if counts[layer_name(n)] == 1 else f"{layer_name(n)}:{n.name}" for n in nodes}
+    keepable = _module_names(model)
+    layers = []
+    for index, node in enumerate(nodes):
+        tensor = chosen[node.name]
+        device = tensor.to_torch_layout(raw[tensor.name], tuple(values[node.name].shape))
+        if device is None:
+            continue
+        error = tensor_error(values[node.name], device)
+        layers.append(
+            LayerNumerics(
+                name=names[node.name], op=op_label(node), index=index, error=error, stages={"TOSA vs eager": error},
+                inputs=tuple(names[a.name] for a in node.all_input_nodes if a.name in names),
+                keepable=module_path(node) in keepable,
+            )
+        )
+    check = verify_on_reference_model(lowering, inputs)
+    return DebugReport(
+        model=model_name,
+        target=target,
+        compared="per op: the float program in torch vs the TOSA reference model's intermediate tensors, on the example inputs",
+        layers=layers,
+        output_sqnr_db=check.sqnr_db,
+        threshold_kind="db",
+        threshold=FLOAT_THRESHOLD_DB,
+        notes=[
+            f"{len(chosen)} of {sum(1 for n in module.graph.nodes if n.name in values and n.op == 'call_function')} "
+            "ops have a TOSA tensor of their own (the others are fused, or views)"
+            + (f"; not compared, as the pipeline moved an op past them: {', '.join(reordered)}" if reordered else "")
+        ],
+        summary={"tosa_vs_eager_output": {"sqnr_db": check.sqnr_db, "max_abs_error": check.max_abs_error}},
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ import torch
 
 from lowerkit.arm_passes.reference import _native_stdout_to_stderr, run_tosa_reference
 
-__all__ = ["TosaTensor", "read_intermediates", "tosa_tensors"]
+__all__ = ["TosaTensor", "drop_reordered", "read_intermediates", "tosa_tensors"]
 
 
 @dataclass(frozen=True)
@@ -61,22 +61,28 @@ def _is_transpose(node: torch.fx.Node) -> bool:
 
 def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
     """The tensor-valued nodes of a post-pipeline Arm graph, in graph order."""
-    axes_of: dict[str, tuple[int, ...]] = {}
+    axes_of: dict[str, tuple[int, ...] | None] = {}
     found = []
     for node in graph_module.graph.nodes:
         value = node.meta.get("val")
         if not isinstance(value, torch.Tensor):
             continue
         rank = value.dim()
-        axes: tuple[int, ...] = tuple(range(rank))
+        axes: tuple[int, ...] | None = tuple(range(rank))
         first = next((a for a in node.all_input_nodes if a.name in axes_of), None)
         if node.op == "call_function" and first is not None:
-            if _is_transpose(node):
-                axes = tuple(axes_of[first.name][p] for p in node.args[1])
-            elif "RESHAPE" not in str(node.target) and len(axes_of[first.name]) == rank:
-                axes = axes_of[first.name]
+            before = axes_of[first.name]
+            if before is None:
+                axes = None
+            elif _is_transpose(node):
+                axes = tuple(before[p] for p in node.args[1])
+            elif "RESHAPE" in str(node.target):
+                # A reshape keeps torch's element order only if its input was in torch's layout.
+                axes = axes if before == tuple(range(len(before))) else None
+            elif len(before) == rank:
+                axes = before
         axes_of[node.name] = axes
-        if node.op != "call_function":
+        if node.op != "call_function" or axes is None:
             continue
         found.append(
             TosaTensor(node.name, tuple(value.shape), value.dtype, frozenset(_sources(node.meta.get("from_node", []))), axes)
@@ -84,8 +90,31 @@ def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
     return found
 
 
-def read_intermediates(flatbuffer: bytes, feeds: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Run `flatbuffer` on the reference model and return the tensors called `names`."""
+def drop_reordered(
+    chosen: dict[str, TosaTensor], inputs: Mapping[str, Sequence[str]], tensors: Sequence[TosaTensor]
+) -> list[str]:
+    """Drop (and return) the keys whose tensor the pipeline computes before one of its inputs'.
+
+    A pass may move an op past another (e.g. a ReLU after the reshape that follows it): the
+    reshape's tensor then holds the value before the ReLU, not the torch node's value.
+    """
+    position = {t.name: i for i, t in enumerate(tensors)}
+    dropped = [
+        key
+        for key, tensor in chosen.items()
+        if any(a in chosen and position[chosen[a].name] > position[tensor.name] for a in inputs.get(key, ()))
+    ]
+    for key in dropped:
+        del chosen[key]
+    return dropped
+
+
+def read_intermediates(flatbuffer: bytes, feeds: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, Any]:
+    """Run `flatbuffer` on the reference model and return the tensors called `names`.
+
+    The graph's own outputs are returned too, under the key ``""`` (a list), so a caller can
+    check the re-serialized graph computes what the shipped one does.
+    """
     import tosa_serializer as ts
 
     with tempfile.TemporaryDirectory() as folder:
@@ -99,9 +128,12 @@ def read_intermediates(flatbuffer: bytes, feeds: Sequence[np.ndarray], names: Se
             raise ValueError("tosa-tools could not read the TOSA flatbuffer")
     block = serializer.regions[0].basicBlocks[0]
     outputs = list(block.outputs)
+    originals = len(outputs)
     for name in names:
         if name not in outputs:
             block.addOutput(name)
             outputs.append(name)
     raw = run_tosa_reference(bytes(serializer.serialize()), feeds)
-    return {name: np.asarray(raw[outputs.index(name)]) for name in names}
+    found: dict[str, Any] = {name: np.asarray(raw[outputs.index(name)]) for name in names}
+    found[""] = [np.asarray(array) for array in raw[:originals]]
+    return found

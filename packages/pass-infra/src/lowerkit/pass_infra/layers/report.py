@@ -86,6 +86,8 @@ class DebugReport:
     #: "quanta" (error in output quanta over `threshold`) or "db" (SQNR under `threshold`).
     threshold_kind: str = "quanta"
     threshold: float = 1.0
+    #: The comparison (a `stages` label) the threshold applies to; None: the headline `error`.
+    threshold_stage: str | None = None
     sensitivity: list[Sensitivity] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Extra output-level figures (e.g. the device's output against the quantized program).
@@ -98,11 +100,16 @@ class DebugReport:
         start = min([CLEAN_DB, *inherited])
         return max(0.0, start - min(layer.error.sqnr_db, CLEAN_DB))
 
+    def thresholded(self, layer: LayerNumerics) -> TensorError:
+        """The comparison of `layer` the threshold applies to."""
+        return layer.stages.get(self.threshold_stage, layer.error) if self.threshold_stage else layer.error
+
     def over_threshold(self, layer: LayerNumerics) -> bool:
         """Whether the layer's error crosses the report's threshold."""
-        if self.threshold_kind == "quanta" and layer.error.max_error_quanta is not None:
-            return layer.error.max_error_quanta > self.threshold
-        return layer.error.sqnr_db < self.threshold
+        error = self.thresholded(layer)
+        if self.threshold_kind == "quanta" and error.max_error_quanta is not None:
+            return error.max_error_quanta > self.threshold
+        return error.sqnr_db < self.threshold
 
     @property
     def first_over_threshold(self) -> LayerNumerics | None:
@@ -132,10 +139,12 @@ class DebugReport:
         first = self.first_over_threshold
         if first is not None:
             unit = "output quanta" if self.threshold_kind == "quanta" else "dB"
-            value = first.error.max_error_quanta if self.threshold_kind == "quanta" else first.error.sqnr_db
+            error = self.thresholded(first)
+            value = error.max_error_quanta if self.threshold_kind == "quanta" else error.sqnr_db
+            what = f"{self.threshold_stage} error" if self.threshold_stage else "error"
             lines.append(
-                f"the error first crosses the threshold ({self.threshold:g} {unit}) at {first.name} "
-                f"({value:g} {unit})"
+                f"the {what} first crosses the threshold ({self.threshold:g} {unit}) at {first.name} "
+                f"({value:.3g} {unit})"
             )
         gains = [s for s in self.sensitivity if s.gain_db > 0.5]
         if gains:
@@ -159,7 +168,7 @@ class DebugReport:
             "target": self.target,
             "compared": self.compared,
             "output_sqnr_db": _finite(self.output_sqnr_db),
-            "threshold": {"kind": self.threshold_kind, "value": self.threshold},
+            "threshold": {"kind": self.threshold_kind, "value": self.threshold, "stage": self.threshold_stage},
             "first_over_threshold": first.name if first is not None else None,
             "flagged_ranges": [x.name for x in self.flagged],
             "culprits": self.culprits(),
