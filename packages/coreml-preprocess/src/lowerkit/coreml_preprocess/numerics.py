@@ -7,6 +7,7 @@ the converted Core ML model with the float weight (BatchNorm folded in where one
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -26,11 +27,15 @@ from lowerkit.pass_infra.layers.ranges import range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
 from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values
 
-__all__ = ["COREML_NOT_EXECUTED", "NoQuantizedLayerError", "debug_coreml"]
+__all__ = ["COREML_NOT_EXECUTED", "NoQuantizedLayerError", "debug_coreml", "debug_coreml_weights"]
 
 COREML_NOT_EXECUTED = (
     "Core ML itself was not executed (no Core ML runtime on Linux): layers are compared in the "
     "quantized torch program Core ML receives, weights as decoded from the Core ML model"
+)
+WEIGHTS_NOT_EXECUTED = (
+    "Core ML itself was not executed (no Core ML runtime on Linux): weights are decoded from the "
+    "Core ML model, and the output is the float model with them, in torch"
 )
 FLOAT_VS_QUANTIZED = "quantized vs float"
 #: Eval-mode batch norm ops, and the index of their `eps` argument.
@@ -197,3 +202,61 @@ def _scan(
         output = sqnr_db(reference, _outputs(converted, batches))
         results.append(Sensitivity(module, output, output - report.output_sqnr_db))
     return sorted(results, key=lambda s: -s.gain_db)
+
+
+#: Weight-only recipes: the first layer whose decoded weight is under this SQNR (dB).
+WEIGHT_THRESHOLD_DB = 20.0
+
+
+def debug_coreml_weights(
+    model: Any, example_inputs: tuple[Any, ...], recipe: str, *, model_name: str = "model"
+) -> DebugReport:
+    """Weight-only recipes (w8, w4, palettize4): each compressed weight, decoded from the Core ML
+    model, against its float weight; the output with the decoded weights put back into the float
+    model (in torch) against float."""
+    inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
+    eager = model.module() if isinstance(model, ExportedProgram) else model
+    lowering = lower_to_coreml(model, inputs, recipe)
+    decoded = [w for weights in lowering.decoded_weights for w in weights.values()]
+    parameters = {name: p.detach() for name, p in eager.named_parameters() if p.dim() >= 2}
+    if not decoded:
+        raise NoQuantizedLayerError(
+            f"{model_name}: {recipe} compressed no weight (none is large enough), so it loses nothing here"
+        )
+    order = {name: i for i, name in enumerate(parameters)}
+    matched: dict[str, np.ndarray] = {}
+    for weight in decoded:
+        same = [n for n, p in parameters.items() if p.numel() == weight.size and n not in matched]
+        if same:
+            best = max(same, key=lambda n: sqnr_db(parameters[n].reshape(-1), weight.reshape(-1)))
+            matched[best] = weight.reshape(parameters[best].shape)
+    layers = []
+    for name in sorted(matched, key=order.__getitem__):
+        error = tensor_error(parameters[name], matched[name])
+        module = name.rsplit(".", 1)[0]
+        layers.append(
+            LayerNumerics(
+                name=module, op="weight", index=order[name], error=error, stages={"decoded weight vs float": error},
+                weight_sqnr_db=error.sqnr_db,
+            )
+        )
+    substituted = copy.deepcopy(eager)
+    with torch.no_grad():
+        for name, weight in matched.items():
+            substituted.get_parameter(name).copy_(torch.from_numpy(np.asarray(weight, np.float32)))
+    reference = _outputs(eager, [inputs])
+    notes = [WEIGHTS_NOT_EXECUTED]
+    unmatched = len(decoded) - len(matched)
+    if unmatched:
+        notes.append(f"{unmatched} decoded weight(s) match no float parameter by size (e.g. BatchNorm folded in)")
+    return DebugReport(
+        model=model_name,
+        target=f"coreml-{recipe}",
+        compared="per layer: the weight decoded from the Core ML model vs the float weight; output: the float "
+        "model with the decoded weights put back, in torch, vs float, on the example inputs",
+        layers=layers,
+        output_sqnr_db=sqnr_db(reference, _outputs(substituted, [inputs])),
+        threshold_kind="db",
+        threshold=WEIGHT_THRESHOLD_DB,
+        notes=notes,
+    )

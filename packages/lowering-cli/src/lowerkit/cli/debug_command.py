@@ -16,8 +16,10 @@ import click
 from lowerkit.cli import atomic, targets
 from lowerkit.cli.errors import CliError, UsageError
 
-#: Targets `debug` compares layer by layer (quantized ones): CLI name -> backend.
-DEBUG_TARGETS = ("tosa-int", "ethos-u55-128", "ethos-u85-256", "coreml-int8")
+#: Targets `debug` compares layer by layer.
+DEBUG_TARGETS = (
+    "tosa-int", "ethos-u55-128", "ethos-u85-256", "tosa-fp", "coreml-int8", "coreml-w8", "coreml-w4", "coreml-palettize4",
+)
 
 
 @click.command("debug")
@@ -46,7 +48,7 @@ def debug_command(
     """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
     target = targets.get(target_name)
     if target.name not in DEBUG_TARGETS:
-        raise UsageError(f"debug compares quantized layers: use one of {', '.join(DEBUG_TARGETS)}, not '{target.name}'")
+        raise UsageError(f"debug compares lowered layers with float: use one of {', '.join(DEBUG_TARGETS)}, not '{target.name}'")
     if output is not None:
         atomic.check_writable(output)
     from lowerkit.cli import calibration as calibration_data
@@ -58,7 +60,7 @@ def debug_command(
     source = model_source.load(model)
     names = kept.check(keep_float, source, target)
     warnings: list[str] = []
-    batches = calibration_data.load(calibration, source, warn=warnings)
+    batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
         report = _run(source, target.name, batches, names, threshold, scan)
@@ -84,6 +86,16 @@ def _run(source: Any, target: str, batches: list[Any], names: tuple[str, ...], t
 
     model = source.module if source.module is not None else source.export()
     try:
+        if target in ("coreml-w8", "coreml-w4", "coreml-palettize4"):
+            from lowerkit.coreml_preprocess.numerics import (
+                NoQuantizedLayerError as NothingCompressed,
+            )
+            from lowerkit.coreml_preprocess.numerics import debug_coreml_weights
+
+            try:
+                return debug_coreml_weights(model, source.example_inputs, target.removeprefix("coreml-"), model_name=source.name)
+            except NothingCompressed as error:
+                raise UsageError(str(error)) from None
         if target == "coreml-int8":
             from lowerkit.coreml_preprocess.numerics import NoQuantizedLayerError as CoreMLNone
             from lowerkit.coreml_preprocess.numerics import debug_coreml
@@ -142,7 +154,7 @@ def table(report: Any, top: int) -> list[str]:
     """The terminal view: the worst layers, the advice, the sensitivity scan and notes."""
     lines = [
         f"{report.model} on {report.target}: output SQNR {_number(report.output_sqnr_db)} dB against float; "
-        f"{len(report.layers)} quantized layers",
+        f"{len(report.layers)} layers compared",
         f"{'layer':<28} {'op':<18} {'SQNR dB':>8} {'max err':>9} {'quanta':>8} {'cosine':>8} {'added dB':>9}  range",
     ]
     for layer in report.worst_first()[:top]:
