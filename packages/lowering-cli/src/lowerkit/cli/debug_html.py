@@ -37,7 +37,7 @@ def chart(report: Any, width: int = 900, height: int = 260) -> str:
         return pad + (top - value) / (top - bottom) * (height - 2 * pad)
 
     points = " ".join(f"{left + i * step:.1f},{y(v):.1f}" for i, v in enumerate(values))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 40}" role="img">']
+    parts = [f'<svg width="{width}" height="{height + 110}" role="img">']
     for tick in range(int(bottom) // 10 * 10, int(top) + 1, 10):
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#eee"/>')
         parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick}</text>')
