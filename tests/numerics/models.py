@@ -64,3 +64,22 @@ class NothingToQuantize(torch.nn.Module):
 def nothing_to_quantize() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """A model with no quantizable layer."""
     return NothingToQuantize().eval(), (torch.rand(1, 8),)
+
+
+class TwoLinear(torch.nn.Module):
+    """Two 64x64 linear layers (weights large enough for Core ML to compress)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(64, 64)
+        self.second = torch.nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.relu(self.first(x)))
+
+
+def two_linear() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`TwoLinear` and its example input."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(5)
+    return TwoLinear().eval(), (torch.rand(1, 64, generator=generator) * 2 - 1,)

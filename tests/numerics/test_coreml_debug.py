@@ -31,3 +31,18 @@ def test_weights_are_decoded_from_the_core_ml_model(report: DebugReport) -> None
     # int8 per-channel weights: about 6 dB per bit, float16 storage on top.
     assert all(35.0 < value < 60.0 for value in weights.values()), weights
     assert COREML_NOT_EXECUTED in report.notes
+
+
+def test_weight_only_recipes_compare_each_decoded_weight() -> None:
+    from lowerkit.coreml_preprocess.numerics import debug_coreml_weights
+    from numerics.models import two_linear
+
+    model, inputs = two_linear()
+    w8 = debug_coreml_weights(model, inputs, "w8", model_name="two_linear")
+    w4 = debug_coreml_weights(model, inputs, "w4", model_name="two_linear")
+    assert [x.name for x in w8.layers] == ["first", "second"] == [x.name for x in w4.layers]
+    for eight, four in zip(w8.layers, w4.layers, strict=True):
+        # About 6 dB per bit: int8 per channel well above int4 per block of 32.
+        assert eight.weight_sqnr_db is not None and four.weight_sqnr_db is not None
+        assert eight.weight_sqnr_db > four.weight_sqnr_db + 15.0 > 30.0, (eight, four)
+    assert w8.output_sqnr_db > w4.output_sqnr_db > 10.0
