@@ -8,6 +8,7 @@ the converted Core ML model with the float weight (BatchNorm folded in where one
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from lowerkit.coreml_preprocess.quantize import quantize_static_int8
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
 from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
+from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
 from lowerkit.pass_infra.layers.ranges import range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
 from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values
@@ -111,7 +112,14 @@ def debug_coreml(
                 weight_sqnr_db=weight, keepable=point.module in keepable,
             )
         )
+    upstream = shown_inputs(points, {x.name for x in layers})
+    layers = [dataclasses.replace(x, inputs=upstream[x.name]) for x in layers]
     notes = [COREML_NOT_EXECUTED]
+    if len(layers) < len(points):
+        notes.append(
+            f"{len(points) - len(layers)} quantized tensor(s) have no counterpart in the float program "
+            "(ops the quantizer's decompositions made) and are not shown"
+        )
     if sys.platform == "darwin":
         notes.append("on macOS Core ML could run this model; lowerkit debug does not run it yet")
     batches = [inputs, *samples] if calibration is not None else [inputs]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from lowerkit.arm_passes.reference import run_tosa_reference, verify_on_referenc
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
 from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
+from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
 from lowerkit.pass_infra.layers.ranges import range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
 from lowerkit.pass_infra.layers.values import layer_name, module_path, node_values, op_label
@@ -151,9 +152,17 @@ def debug_arm(
         layer = _layer(index, point, float_values, quantized_values, tosa_values, keepable)
         if layer is not None:
             layers.append(layer)
+    upstream = shown_inputs(points, {x.name for x in layers})
+    layers = [dataclasses.replace(x, inputs=upstream[x.name]) for x in layers]
     skipped = len(points) - len(layers)
     if skipped:
-        notes.append(f"{skipped} quantized layer(s) have no float counterpart by node name and are not shown")
+        notes.append(
+            f"{skipped} quantized tensor(s) have no counterpart in the float program (ops the quantizer's "
+            "decompositions made, e.g. of LayerNorm) and are not shown"
+        )
+    missing = sum(1 for x in layers if TOSA_VS_QUANTIZED not in x.stages)
+    if tosa_values and missing:
+        notes.append(f"{missing} layer(s) have no TOSA tensor of their own (fused away) and show no TOSA value")
     report = DebugReport(
         model=model_name,
         target=target,
@@ -231,9 +240,6 @@ def _tosa_values(
         array = tensor.to_torch_layout(raw[tensor.name], shape)
         if array is not None:
             values[point.quantize] = (array.astype(np.float64) - point.zero_point) * point.scale
-    missing = len(points) - len(values)
-    if missing:
-        notes.append(f"{missing} quantized layer(s) have no TOSA tensor (fused away); shown without a TOSA value")
     return values
 
 

@@ -20,7 +20,7 @@ from lowerkit.pass_infra.layers.values import (
     op_label,
 )
 
-__all__ = ["QuantPoint", "quant_points"]
+__all__ = ["QuantPoint", "quant_points", "shown_inputs"]
 
 
 @dataclass(frozen=True)
@@ -138,3 +138,14 @@ def quant_points(graph: torch.fx.Graph) -> list[QuantPoint]:
             )
         )
     return result
+
+
+def shown_inputs(points: list[QuantPoint], shown: set[str]) -> dict[str, tuple[str, ...]]:
+    """Each point's nearest upstream points among `shown`, looking through the ones not shown."""
+    nearest: dict[str, tuple[str, ...]] = {}  # points come in graph order: inputs are resolved first
+    for point in points:
+        found: list[str] = []
+        for source in point.inputs:
+            found += [source] if source in shown else list(nearest.get(source, ()))
+        nearest[point.name] = tuple(dict.fromkeys(found))
+    return nearest
