@@ -64,7 +64,7 @@ def debug_command(
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
         report = _run(source, target.name, batches, names, threshold, scan)
-    report.summary["seconds"] = round(sum(steps.seconds.values()), 1)
+    report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
     report.summary["commands"] = _commands(model, target.name, calibration, names, report)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
