@@ -60,3 +60,11 @@ def test_report_names_where_the_error_starts_and_which_layers_add_it() -> None:
     data = report.to_json()
     assert [row["name"] for row in data["layers"]] == ["b", "a", "c"]
     assert data["first_over_threshold"] == "b"
+
+
+def test_a_threshold_on_a_comparison_skips_layers_without_it() -> None:
+    plain = _layer("a", 0, 40.0, 30.0)  # far from float, but no device value to judge
+    device = tensor_error(np.ones(4), np.ones(4) * 1.2, scale=0.1)
+    staged = LayerNumerics("b", "aten.conv2d", 1, device, stages={"device vs quantized": device})
+    report = DebugReport("m", "t", "c", [plain, staged], output_sqnr_db=20.0, threshold_stage="device vs quantized")
+    assert report.first_over_threshold is staged

@@ -105,7 +105,9 @@ class DebugReport:
         return layer.stages.get(self.threshold_stage, layer.error) if self.threshold_stage else layer.error
 
     def over_threshold(self, layer: LayerNumerics) -> bool:
-        """Whether the layer's error crosses the report's threshold."""
+        """Whether the layer's error crosses the report's threshold (False where it lacks that comparison)."""
+        if self.threshold_stage and self.threshold_stage not in layer.stages:
+            return False
         error = self.thresholded(layer)
         if self.threshold_kind == "quanta" and error.max_error_quanta is not None:
             return error.max_error_quanta > self.threshold
