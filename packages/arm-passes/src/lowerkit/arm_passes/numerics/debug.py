@@ -237,7 +237,7 @@ def _tosa_values(
         if tensor is None:
             continue
         shape = tuple(quantized_values[point.quantize].shape)
-        array = tensor.to_torch_layout(raw[tensor.name], shape)
+        array = tensor.to_torch_layout(raw[tensor.name], shape, like=quantized_values[point.quantize].numpy())
         if array is not None:
             values[point.quantize] = (array.astype(np.float64) - point.zero_point) * point.scale
     return values
@@ -343,7 +343,7 @@ def debug_arm_float(
     layers = []
     for index, node in enumerate(nodes):
         tensor = chosen[node.name]
-        device = tensor.to_torch_layout(raw[tensor.name], tuple(values[node.name].shape))
+        device = tensor.to_torch_layout(raw[tensor.name], tuple(values[node.name].shape), like=values[node.name].numpy())
         if device is None:
             continue
         error = tensor_error(values[node.name], device)

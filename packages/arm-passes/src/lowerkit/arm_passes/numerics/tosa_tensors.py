@@ -10,6 +10,7 @@ and its TRANSPOSE ops tell each tensor's layout (NHWC inside, NCHW in torch).
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -36,13 +37,24 @@ class TosaTensor:
     #: For each of its axes, the torch axis it holds (identity outside NHWC regions).
     axes: tuple[int, ...]
 
-    def to_torch_layout(self, array: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
-        """The tensor's values in torch's layout and `shape`, or None if they do not fit."""
+    def to_torch_layout(self, array: np.ndarray, shape: Sequence[int], like: Any = None) -> np.ndarray | None:
+        """The tensor's values in torch's layout and `shape`, or None if they do not fit.
+
+        The graph's TRANSPOSE ops give the layout, but a torch permute changes the layout the
+        torch value has: where `like` (the torch value) is given and another ordering of the axes
+        also fits `shape`, the ordering closest to `like` is taken.
+        """
         value = np.asarray(array).reshape(self.shape)
-        value = np.transpose(value, np.argsort(self.axes)) if value.ndim == len(self.axes) else value
-        if tuple(value.shape) == tuple(shape):
-            return value
-        return value.reshape(tuple(shape)) if value.size == int(np.prod(shape)) else None
+        candidates = [np.transpose(value, np.argsort(self.axes))] if value.ndim == len(self.axes) else [value]
+        if like is not None and 1 < value.ndim <= 4:
+            candidates += [np.transpose(value, order) for order in itertools.permutations(range(value.ndim))]
+        fitting = [c for c in candidates if tuple(c.shape) == tuple(shape)]
+        if not fitting:
+            return value.reshape(tuple(shape)) if value.size == int(np.prod(shape)) else None
+        if like is None or len(fitting) == 1:
+            return fitting[0]
+        reference = np.asarray(like, dtype=np.float64)
+        return min(fitting, key=lambda c: float(np.abs(c.astype(np.float64) - reference).max()))
 
 
 def _sources(provenance: Sequence[Any]) -> set[str]:
