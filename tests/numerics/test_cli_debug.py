@@ -97,3 +97,8 @@ def test_keep_float_changes_nothing_unless_a_layer_is_named(calibration_file: Pa
     plain = lowering.lower(source, LowerOptions(target, calibration_path=calibration_file), steps=Steps(show=False)).pte
     assert pte(()) == plain
     assert pte((CULPRIT,)) != plain
+
+
+def test_scan_zero_tries_no_layer(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _invoke(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--scan", "0", "--json")
+    assert code == 0 and json.loads(out)["sensitivity"] == []

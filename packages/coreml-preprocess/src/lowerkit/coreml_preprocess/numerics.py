@@ -196,6 +196,8 @@ def _scan(
     reference: list[torch.Tensor],
 ) -> list[Sensitivity]:
     """For the layers most to blame, the output SQNR of the quantized program with each kept in float."""
+    if count <= 0:
+        return []
     by_name = {x.name: x for x in report.layers}
     modules: list[str] = []
     for name in report.culprits(len(report.layers)):

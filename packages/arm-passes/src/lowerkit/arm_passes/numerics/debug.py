@@ -284,6 +284,8 @@ def _scan(
     count: int,
 ) -> list[Sensitivity]:
     """For the layers most to blame, the output SQNR with each kept in float (quantized torch program)."""
+    if count <= 0:
+        return []
     by_name = {x.name: x for x in report.layers}
     modules = []
     for name in report.culprits(len(report.layers)):
