@@ -8,6 +8,7 @@ from lowerkit.arm_passes.incremental import (
     IncrementalPropagateViewCopyPermuteUpPass,
 )
 from lowerkit.arm_passes.lowering import ArmLowering, lower_to_arm
+from lowerkit.arm_passes.numerics.debug import debug_arm
 from lowerkit.arm_passes.pipelines import arm_pipeline_passes
 from lowerkit.arm_passes.reference import (
     ReferenceCheck,
@@ -33,6 +34,7 @@ __all__ = [
     "arm_pipeline_passes",
     "audit",
     "compile_spec_for",
+    "debug_arm",
     "lower_to_arm",
     "run_tosa_reference",
     "targets_of",

@@ -28,6 +28,7 @@ from lowerkit.coreml_preprocess.lowering import (
     Progress,
     lower_to_coreml,
 )
+from lowerkit.coreml_preprocess.numerics import debug_coreml, debug_coreml_weights
 from lowerkit.coreml_preprocess.options import (
     CoreMLCompileOptions,
     ModelType,
@@ -79,6 +80,8 @@ __all__ = [
     "constexpr_op_counts",
     "convert_to_mlmodel",
     "coreml_scope",
+    "debug_coreml",
+    "debug_coreml_weights",
     "decoded_weights",
     "did_you_mean",
     "files_of",
