@@ -72,6 +72,7 @@ def summarize(runs: list[tuple[float, list[dict[str, Any]]]]) -> dict[str, Any]:
         "quantize_s": statistics.median(sum(r["quantize_s"] for r in rs) for _, rs in runs),
         "outcomes": dict(Counter(r["outcome"] for r in records)),
         "cases": {r["case"]: r["outcome"] for r in records},
+        "lower_s_by_case": {r["case"]: r["lower_s"] for r in records},
     }
 
 
