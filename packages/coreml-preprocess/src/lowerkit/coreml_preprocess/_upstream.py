@@ -272,3 +272,43 @@ def named_data_store() -> Any:
     from executorch.exir._serialize._named_data_store import NamedDataStore
 
     return NamedDataStore()
+
+
+def exir_debug_handles(op: Any) -> list[int]:
+    """The ExecuTorch debug handles a MIL op keeps from its edge nodes (``ScopeSource.EXIR_DEBUG_HANDLE``)."""
+    from coremltools.converters.mil.mil.scope import ScopeSource
+
+    return [int(h) for h in op.scopes.get(ScopeSource.EXIR_DEBUG_HANDLE, []) if h is not None]
+
+
+def is_float_weight(value: Any) -> bool:
+    """Whether a const value is a float array coremltools' compression would consider (>= 10 elements)."""
+    import numpy as np
+
+    return isinstance(value, np.ndarray) and value.dtype in (np.float16, np.float32) and value.size >= 10
+
+
+def compressor_config_from_dict(kind: str, config: dict[str, Any]) -> Any:
+    """``cto.coreml.Op{Palettizer,LinearQuantizer,MagnitudePruner}Config._from_dict`` (unknown keys raise)."""
+    import coremltools.optimize as cto
+
+    classes = {
+        "palettize": cto.coreml.OpPalettizerConfig,
+        "linear": cto.coreml.OpLinearQuantizerConfig,
+        "prune": cto.coreml.OpMagnitudePrunerConfig,
+    }
+    return classes[kind]._from_dict(config)
+
+
+def single_threaded_kmeans() -> Any:
+    """A context in which scikit-learn's k-means runs on one OpenMP thread.
+
+    coremltools clusters small weights (and every group of a grouped palettization) with
+    ``sklearn.cluster.KMeans(random_state=0, n_init=1)``, which is seeded but sums its
+    per-thread partial centroids in whatever order the threads finish: with one thread the
+    tables are the same on every run and on every machine. Large fp16 weights go to
+    coremltools' exact 1-D k-means (``kmeans1d``), which is deterministic anyway.
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="openmp")
