@@ -288,8 +288,7 @@ def is_float_weight(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.dtype in (np.float16, np.float32) and value.size >= 10
 
 
-def compressor_config_from_dict(kind: str, config: dict[str, Any]) -> Any:
-    """``cto.coreml.Op{Palettizer,LinearQuantizer,MagnitudePruner}Config._from_dict`` (unknown keys raise)."""
+def _compressor_class(kind: str) -> Any:
     import coremltools.optimize as cto
 
     classes = {
@@ -297,7 +296,17 @@ def compressor_config_from_dict(kind: str, config: dict[str, Any]) -> Any:
         "linear": cto.coreml.OpLinearQuantizerConfig,
         "prune": cto.coreml.OpMagnitudePrunerConfig,
     }
-    return classes[kind]._from_dict(config)
+    return classes[kind]
+
+
+def compressor_config_from_dict(kind: str, config: dict[str, Any]) -> Any:
+    """``cto.coreml.Op{Palettizer,LinearQuantizer,MagnitudePruner}Config._from_dict`` (unknown keys raise)."""
+    return _compressor_class(kind)._from_dict(config)
+
+
+def compressor_config_fields(kind: str) -> list[str]:
+    """The field names of that coremltools config class."""
+    return [a.name for a in _compressor_class(kind).__attrs_attrs__]
 
 
 def single_threaded_kmeans() -> Any:

@@ -50,8 +50,16 @@ OP_TYPES = ("conv", "depthwise_conv", "conv_transpose", "linear", "matmul", "gat
 DEFAULT_WEIGHT_THRESHOLD = 2048
 #: Ops whose weights coremltools can prune with block or n:m structure (OpMagnitudePrunerConfig).
 _STRUCTURED_PRUNING_OPS = ("conv", "depthwise_conv", "linear")
+#: Op types a user may name that have no weight of their own after conversion, and why.
+_NOT_COMPRESSIBLE = {
+    "batch_norm": "coremltools folds a batch norm into the conv before it (common::fuse_conv_batchnorm), "
+    "so its parameters are that conv's weight and bias; select the conv",
+    "embedding": "an embedding becomes a Core ML gather; use op_type 'gather'",
+    "addmm": "it becomes a Core ML linear; use op_type 'linear'",
+    "mm": "it becomes a Core ML linear or matmul; use op_type 'linear' or 'matmul'",
+}
 #: Keys lowerkit sets itself: the threshold is one setting, k-means runs in this process.
-_RESERVED = ("weight_threshold", "num_kmeans_workers", "lut_function")
+RESERVED_KEYS = ("weight_threshold", "num_kmeans_workers", "lut_function")
 _PALETTE_BITS = (1, 2, 3, 4, 6, 8)
 
 
@@ -72,13 +80,20 @@ def _config(value: object, where: str) -> dict[str, Any] | None:
         if len(config) > 1:
             raise CoreMLOptionsError(f"{where}: method 'none' takes no other keys, got {sorted(config)}.")
         return None
-    for key in _RESERVED:
+    for key in RESERVED_KEYS:
         if key in config:
             raise CoreMLOptionsError(
                 f"{where}: '{key}' is set by lowerkit (weight_threshold is one global setting; "
                 "k-means runs in-process, deterministically); remove it."
             )
     fields = {k: v for k, v in config.items() if k != "method"}
+    valid = [f for f in _upstream.compressor_config_fields(method) if f not in RESERVED_KEYS]
+    for key in fields:
+        if key not in valid:
+            raise CoreMLOptionsError(
+                f"{where}: unknown key '{key}' for method '{method}'.{did_you_mean(key, valid)} "
+                f"Valid keys: method, {', '.join(valid)}."
+            )
     if method == "palettize":
         fields.setdefault("mode", "kmeans")
         if fields["mode"] not in ("kmeans", "uniform"):
@@ -122,6 +137,10 @@ class CompressionRule:
                 re.compile(self.regex)
             except re.error as error:
                 raise CoreMLOptionsError(f"{where}: invalid regex {self.regex!r}: {error}.") from None
+        if self.op_type in _NOT_COMPRESSIBLE:
+            raise CoreMLOptionsError(
+                f"{where}: Core ML does not compress {self.op_type} weights: {_NOT_COMPRESSIBLE[self.op_type]}."
+            )
         if self.op_type is not None and self.op_type not in OP_TYPES:
             raise CoreMLOptionsError(
                 f"{where}: unknown op_type {self.op_type!r}.{did_you_mean(self.op_type, list(OP_TYPES))} "

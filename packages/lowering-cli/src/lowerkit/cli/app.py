@@ -68,6 +68,7 @@ def zoo_command(as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="The .pte to write.")
 @click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
 @click.option("--coreml-passes", help="Core ML MIL pass names, comma-separated, or @FILE (one per line).")
+@click.option("--recipe", type=click.Path(path_type=Path), help="Core ML compression recipe (TOML, see README) for -t coreml / coreml-fp32.")
 @click.option("--mlpackage", type=click.Path(path_type=Path), help="Also write the Core ML model package here.")
 @click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
@@ -80,6 +81,7 @@ def lower_command(
     output: Path,
     calibration: Path | None,
     coreml_passes: str | None,
+    recipe: Path | None,
     mlpackage: Path | None,
     tosa_dir: Path | None,
     report: Path | None,
@@ -103,6 +105,12 @@ def lower_command(
         from lowerkit.cli.coreml import compile_options
 
         compile_options(target, pass_names)  # validates the names before any work
+    if recipe is not None:
+        if target.backend != "coreml":
+            raise UsageError(f"--recipe applies to Core ML targets, not '{target.name}'")
+        from lowerkit.cli.coreml import load_recipe
+
+        load_recipe(target, recipe)  # a bad file is one line, before any work
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
 
@@ -113,6 +121,7 @@ def lower_command(
         calibration_path=calibration,
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
+        recipe=recipe,
     )
     lowered = lowering.lower(source, options, steps=steps)
     write_bytes_atomically(output, lowered.pte)

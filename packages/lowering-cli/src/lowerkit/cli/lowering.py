@@ -29,7 +29,9 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
         else:
             from lowerkit.cli import coreml
 
-            lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
+            lowered = coreml.lower(
+                source, target, calibration=batches, pass_names=pass_names, steps=steps, recipe=options.recipe
+            )
         lowered.warnings[:0] = warnings
         if options.verify:
             with steps.step("verify"):

@@ -24,3 +24,5 @@ class LowerOptions:
     pass_names: tuple[str, ...] | None = None
     #: Check the result against the float model.
     verify: bool = False
+    #: A TOML compression recipe (global + per-layer rules) for `coreml` / `coreml-fp32`.
+    recipe: Path | None = None
