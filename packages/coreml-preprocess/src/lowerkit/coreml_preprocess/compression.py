@@ -144,7 +144,7 @@ class CompressionRule:
         if self.op_type is not None and self.op_type not in OP_TYPES:
             raise CoreMLOptionsError(
                 f"{where}: unknown op_type {self.op_type!r}.{did_you_mean(self.op_type, list(OP_TYPES))} "
-                f"Core ML compresses weights of: {', '.join(OP_TYPES)}."
+                f"Rules select the weights of: {', '.join(OP_TYPES)}."
             )
         config = _config(self.config, where)
         if config is not None and config["method"] == "prune" and _structured(config):

@@ -25,8 +25,10 @@ _WEIGHTED_OPS = frozenset(
         "conv_transpose3d", "linear", "addmm", "mm", "bmm", "matmul", "embedding",
     }
 )
-#: How far back from a folded op (batch norm, bias add, cast) to look for the layer.
-_WALK_DEPTH = 4
+#: Ops coremltools folds into the layer before them (their MIL op keeps their debug handle).
+_FOLDED_OPS = frozenset({"_native_batch_norm_legit_no_training", "batch_norm", "native_batch_norm", "getitem"})
+#: How far back through folded ops to look for the layer.
+_WALK_DEPTH = 3
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,14 @@ def _module_path(node: Any) -> str:
 
 
 def _layer_node(node: Any) -> Any:
-    """The weighted node behind `node` (itself, or what a folded op such as batch norm reads)."""
+    """The weighted node behind `node` (itself, or the layer a folded batch norm reads)."""
     current = node
     for _ in range(_WALK_DEPTH):
-        if _packet_name(current) in _WEIGHTED_OPS:
+        name = _packet_name(current)
+        if name in _WEIGHTED_OPS:
             return current
+        if name not in _FOLDED_OPS:
+            break
         inputs = [a for a in current.args if hasattr(a, "op") and a.op == "call_function"]
         if not inputs:
             break

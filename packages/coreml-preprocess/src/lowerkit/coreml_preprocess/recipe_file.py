@@ -33,6 +33,7 @@ from typing import Any
 from lowerkit.coreml_preprocess._upstream import compressor_config_fields
 from lowerkit.coreml_preprocess.compression import (
     DEFAULT_WEIGHT_THRESHOLD,
+    METHODS,
     RESERVED_KEYS,
     CompressionRule,
     WeightCompression,
@@ -97,8 +98,8 @@ def _rule(index: int, data: dict[str, Any]) -> CompressionRule:
         near = did_you_mean(next(iter(data), ""), [*_SELECTORS, "method"]) if data else ""
         raise CoreMLOptionsError(f"rule '{name}' has no 'method' (palettize, linear, prune or none).{near}")
     method = data["method"]
-    if method in ("palettize", "linear", "prune"):
-        fields = [f for f in compressor_config_fields(method) if f not in RESERVED_KEYS]
+    if method in METHODS:
+        fields = [f for f in compressor_config_fields(method) if f not in RESERVED_KEYS] if method != "none" else []
         valid = [*_SELECTORS, "method", *fields]
         for key in data:
             if key not in valid and key not in RESERVED_KEYS:
