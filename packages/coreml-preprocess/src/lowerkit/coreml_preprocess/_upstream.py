@@ -318,6 +318,6 @@ def single_threaded_kmeans() -> Any:
     tables are the same on every run and on every machine. Large fp16 weights go to
     coremltools' exact 1-D k-means (``kmeans1d``), which is deterministic anyway.
     """
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     return threadpool_limits(limits=1, user_api="openmp")

@@ -101,10 +101,10 @@ def _rule(index: int, data: dict[str, Any]) -> CompressionRule:
     if method in METHODS:
         fields = [f for f in compressor_config_fields(method) if f not in RESERVED_KEYS] if method != "none" else []
         valid = [*_SELECTORS, "method", *fields]
-        for key in data:
-            if key not in valid and key not in RESERVED_KEYS:
+        for given in data:
+            if given not in valid and given not in RESERVED_KEYS:
                 raise CoreMLOptionsError(
-                    f"rule '{name}': unknown key '{key}'.{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}."
+                    f"rule '{name}': unknown key '{given}'.{did_you_mean(given, valid)} Valid keys: {', '.join(valid)}."
                 )
     try:
         return CompressionRule(name=name, config=data, **selectors)
