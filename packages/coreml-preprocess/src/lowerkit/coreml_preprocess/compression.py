@@ -266,6 +266,14 @@ class WeightDecision:
     #: Why the setting differs from the one asked for, if it does.
     note: str = ""
 
+    @property
+    def weight_size(self) -> int:
+        """Number of elements of the weight."""
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
 
 @dataclass
 class _Collector:
