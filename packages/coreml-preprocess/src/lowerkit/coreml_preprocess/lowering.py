@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -32,6 +32,7 @@ from lowerkit.coreml_preprocess.recipes import (
     compile_options_for,
     get_recipe,
 )
+from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
 from lowerkit.pass_infra import graph_ops, lowering_lock
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
@@ -115,6 +116,7 @@ def lower_to_coreml(
     pass_pipeline: str | Sequence[str] = "default",
     progress: Progress | None = None,
     weight_compression: WeightCompression | None = None,
+    enumerated_shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
 ) -> CoreMLLowering:
     """Lower a model to Core ML with a recipe: "fp16", "fp32", "int8", "w8", "w4", "palettize4".
 
@@ -124,6 +126,8 @@ def lower_to_coreml(
     Bad recipes, targets or pass names raise ``CoreMLOptionsError`` before any work.
     ``weight_compression`` (e.g. ``recipe_file.load_recipe(path)``) compresses every weighted
     op with ``fp16`` / ``fp32``; a rule that selects no weight is a ``CoreMLOptionsError``.
+    ``enumerated_shapes`` (``{input name: [shape, ...]}``, see ``shapes.parse_shapes``) exports
+    the varying dimensions as dynamic and lowers the whole graph with Core ML enumerated shapes.
 
     Holds the process-wide lowering lock: concurrent calls run one after the other.
     """
@@ -132,6 +136,13 @@ def lower_to_coreml(
         chosen, deployment_target=deployment_target, pass_pipeline=pass_pipeline,
         weight_compression=weight_compression,
     )
+    if enumerated_shapes is not None:
+        if chosen.torch_quantization is not None:
+            raise CoreMLOptionsError(
+                f"enumerated shapes work with recipes that quantize after conversion, not '{chosen.name}' "
+                "(it quantizes in torch first)."
+            )
+        options = replace(options, enumerated_shapes=enumerated_shapes)
     require_model(model_or_exported_program, "lower_to_coreml", CoreMLLoweringError)
     inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
@@ -150,9 +161,14 @@ def _lower(
     step: Progress,
 ) -> CoreMLLowering:
     warnings: list[str] = []
-    program, reference = _prepare(model, inputs, recipe, samples, step, warnings)
+    if options.enumerated_shapes is not None and not isinstance(model, ExportedProgram):
+        with step("export (enumerated shapes)"):
+            program, reference = export_with_shapes(model, inputs, options.enumerated_shapes), None
+    else:
+        program, reference = _prepare(model, inputs, recipe, samples, step, warnings)
+    partitioner = CoreMLPartitioner(compile_specs=options, lower_full_graph=options.enumerated_shapes is not None)
     with step("lower to Core ML"), capturing_models() as mlmodels, collecting_decisions() as decisions:
-        edge = to_edge_transform_and_lower(program, partitioner=[CoreMLPartitioner(compile_specs=options)])
+        edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
     if options.weight_compression is not None:
         unmatched = unmatched_rules(options.weight_compression, decisions)
         if unmatched:

@@ -65,6 +65,17 @@ def load_recipe(target: Target, path: Path) -> WeightCompression:
         raise UsageError(str(error)) from None
 
 
+def parse_shapes(text: str) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """`--shapes NAME=1x3x32x32,1x3x64x64[;NAME2=...]` parsed; a UsageError (one line) if malformed."""
+    from lowerkit.coreml_preprocess import CoreMLOptionsError
+    from lowerkit.coreml_preprocess.shapes import parse_shapes as parse
+
+    try:
+        return parse(text)
+    except CoreMLOptionsError as error:
+        raise UsageError(f"--shapes: {error}") from None
+
+
 def lower(
     source: ModelSource,
     target: Target,
@@ -73,6 +84,7 @@ def lower(
     pass_names: list[str] | None,
     steps: Steps,
     recipe: Path | None = None,
+    shapes: dict[str, tuple[tuple[int, ...], ...]] | None = None,
 ) -> Lowered:
     """Lower with the target's recipe (quantize, partition to Core ML, serialize a .pte)."""
     from lowerkit.coreml_preprocess import CoreMLLoweringError, CoreMLOptionsError, lower_to_coreml
@@ -88,6 +100,7 @@ def lower(
             pass_pipeline=_pipeline(pass_names),
             progress=steps.step,
             weight_compression=compression,
+            enumerated_shapes=shapes,
         )
     except CoreMLOptionsError as error:
         raise UsageError(str(error)) from None

@@ -26,3 +26,5 @@ class LowerOptions:
     verify: bool = False
     #: A TOML compression recipe (global + per-layer rules) for `coreml` / `coreml-fp32`.
     recipe: Path | None = None
+    #: Core ML enumerated input shapes: ((input name, (shape, shape, ...)), ...).
+    shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] | None = None
