@@ -239,18 +239,24 @@ def test_a_recipe_with_every_method_decodes_as_each_method_says(lowered):
 
 
 _OPTIONS = ["palettize2", "palettize3", "palettize4", "palettize6", "palettize8", "fp16+mixed"]
+#: Enumerated shapes (test_shapes.py) ride along: one fresh process for every new option.
+SHAPES_ITEM = "conv_linear:fp16@x=1x3x16x16,1x3x32x32"
 
 
 def test_same_pte_bytes_in_another_process_for_every_new_option(lowered, mixed_recipe):
-    here = {option: lowered("resnet8", option).pte_sha256 for option in _OPTIONS}
-    args = [o.replace("+mixed", f"+{mixed_recipe}") for o in _OPTIONS]
-    run = subprocess.run(
-        [sys.executable, str(WORKER), "resnet8", *args], capture_output=True, text=True, check=False
-    )
+    from lowerkit.coreml_preprocess.shapes import parse_shapes
+
+    here = {f"resnet8:{option}": lowered("resnet8", option).pte_sha256 for option in _OPTIONS}
+    entry = zoo.get("conv_linear")
+    here[SHAPES_ITEM] = lower_to_coreml(
+        entry.module(), entry.example_inputs(), "fp16", enumerated_shapes=parse_shapes(SHAPES_ITEM.split("@")[1])
+    ).pte_sha256
+    items = [item.replace("+mixed", f"+{mixed_recipe}") for item in here]
+    run = subprocess.run([sys.executable, str(WORKER), *items], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     there: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
-    assert [there[a] for a in args] == [here[o] for o in _OPTIONS]
-    assert len(set(here.values())) == len(_OPTIONS)  # the options do differ
+    assert [there[item] for item in items] == list(here.values())
+    assert len(set(here.values())) == len(here)  # the options do differ
 
 
 def _fails(model: str, recipe: str) -> str:
