@@ -42,7 +42,8 @@ def test_a_recipe_compresses_the_conv_and_the_linear(lowerkit, tmp_path, recipe)
     inspected = lowerkit("inspect", str(out), "--json")
     assert inspected.code == 0, inspected.err
     weights = json.loads(inspected.out)["methods"][0]["delegates"][0]["weights"]
-    assert weights["constexpr_ops"] == {"constexpr_blockwise_shift_scale": 1, "constexpr_lut_to_dense": 1}
+    # Per-tensor tables and int8 per channel need only iOS16: its affine dequantize op.
+    assert weights["constexpr_ops"] == {"constexpr_affine_dequantize": 1, "constexpr_lut_to_dense": 1}
     again = tmp_path / "out" / "again.pte"
     assert lowerkit("lower", "zoo:conv_linear", "-t", "coreml", "--recipe", str(recipe), "-o", str(again), "-q").code == 0
     assert again.read_bytes() == out.read_bytes()
@@ -78,6 +79,9 @@ def test_a_bad_recipe_is_one_line_naming_the_rule(lowerkit, tmp_path, text, frag
     out = tmp_path / "out" / "m.pte"
     out.parent.mkdir()
     outcome = lowerkit("lower", "zoo:conv_linear", "-t", "coreml", "--recipe", str(path), "-o", str(out), "-q")
+    # A rule selecting nothing is known once converted: drop coremltools' progress bars, which the
+    # real entry point disables (TQDM_DISABLE) but an in-process run that imported tqdm earlier shows.
+    outcome.err = "\n".join(line for line in outcome.err.splitlines() if "ops/s]" not in line)
     assert_one_line_error(outcome, 2, *fragments)
     assert_nothing_written(out.parent)
 
