@@ -140,7 +140,7 @@ def test_palettization_equals_coremltools_on_the_same_converted_model(lowered):
             nbits=6, mode="kmeans", granularity="per_grouped_channel", group_size=16, weight_threshold=THRESHOLD
         )
     )
-    with threadpool_limits(limits=1, user_api="openmp"):  # as lowerkit: one k-means thread
+    with threadpool_limits(limits=1):  # as lowerkit: k-means on one thread
         direct = cto.coreml.palettize_weights(float_model.mlmodel, config)
     theirs = decode_constexpr_weights(direct)
     mine = ours.decoded_weights[0]

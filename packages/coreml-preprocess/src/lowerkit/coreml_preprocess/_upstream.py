@@ -310,14 +310,16 @@ def compressor_config_fields(kind: str) -> list[str]:
 
 
 def single_threaded_kmeans() -> Any:
-    """A context in which scikit-learn's k-means runs on one OpenMP thread.
+    """A context in which scikit-learn's k-means runs on one thread (OpenMP and BLAS).
 
     coremltools clusters small weights (and every group of a grouped palettization) with
     ``sklearn.cluster.KMeans(random_state=0, n_init=1)``, which is seeded but sums its
     per-thread partial centroids in whatever order the threads finish: with one thread the
-    tables are the same on every run and on every machine. Large fp16 weights go to
-    coremltools' exact 1-D k-means (``kmeans1d``), which is deterministic anyway.
+    tables are the same on every run, whatever the number of cores. BLAS (k-means++ seeding and the
+    distance products) is held to one thread too: its blocking, hence its rounding, depends on
+    the thread count. Large fp16 weights go to coremltools' exact 1-D k-means (``kmeans1d``),
+    which is deterministic anyway.
     """
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-    return threadpool_limits(limits=1, user_api="openmp")
+    return threadpool_limits(limits=1)
