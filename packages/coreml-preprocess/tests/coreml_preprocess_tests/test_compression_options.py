@@ -109,6 +109,7 @@ def test_the_encoding_is_deterministic():
         ('[[rules]]\nname = "x"\nmatch = "a"\nmethod = "none"', "compresses nothing"),
         ('[[rules]]\nname = "x"\nmatch = "a"\nmethod = "linear"\ndtype = "int3"', "rule 'x': invalid linear setting"),
         ("x = [", "r.toml: not valid TOML"),
+        ('[[rules]]\nname = "global"\nmatch = "a"\nmethod = "none"', "a rule cannot be named 'global'"),
     ],
 )
 def test_bad_recipes_are_one_line_errors_naming_the_rule(text, message):

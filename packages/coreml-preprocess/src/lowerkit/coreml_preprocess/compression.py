@@ -128,6 +128,8 @@ class CompressionRule:
 
     def __post_init__(self) -> None:
         where = f"rule '{self.name}'"
+        if self.name == "global":
+            raise CoreMLOptionsError("a rule cannot be named 'global' (the global setting's name); rename it.")
         if self.match is None and self.regex is None and self.op_type is None:
             raise CoreMLOptionsError(f"{where} selects nothing: give 'match', 'regex' or 'op_type'.")
         if self.match is not None and self.regex is not None:
