@@ -68,6 +68,8 @@ def zoo_command(as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="The .pte to write.")
 @click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
 @click.option("--coreml-passes", help="Core ML MIL pass names, comma-separated, or @FILE (one per line).")
+@click.option("--recipe", type=click.Path(path_type=Path), help="Core ML compression recipe (TOML, see README) for -t coreml / coreml-fp32.")
+@click.option("--shapes", help="Core ML enumerated input shapes: NAME=1x3x32x32,1x3x64x64[;NAME2=...].")
 @click.option("--mlpackage", type=click.Path(path_type=Path), help="Also write the Core ML model package here.")
 @click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
@@ -80,6 +82,8 @@ def lower_command(
     output: Path,
     calibration: Path | None,
     coreml_passes: str | None,
+    recipe: Path | None,
+    shapes: str | None,
     mlpackage: Path | None,
     tosa_dir: Path | None,
     report: Path | None,
@@ -103,6 +107,19 @@ def lower_command(
         from lowerkit.cli.coreml import compile_options
 
         compile_options(target, pass_names)  # validates the names before any work
+    if recipe is not None:
+        if target.backend != "coreml":
+            raise UsageError(f"--recipe applies to Core ML targets, not '{target.name}'")
+        from lowerkit.cli.coreml import load_recipe
+
+        load_recipe(target, recipe)  # a bad file is one line, before any work
+    enumerated = None
+    if shapes is not None:
+        if target.backend != "coreml":
+            raise UsageError(f"--shapes applies to Core ML targets, not '{target.name}'")
+        from lowerkit.cli.coreml import parse_shapes
+
+        enumerated = tuple(parse_shapes(shapes).items())
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
 
@@ -113,6 +130,8 @@ def lower_command(
         calibration_path=calibration,
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
+        recipe=recipe,
+        shapes=enumerated,
     )
     lowered = lowering.lower(source, options, steps=steps)
     write_bytes_atomically(output, lowered.pte)
@@ -167,6 +186,8 @@ def inspect_command(pte: Path, weights: bool, as_json: bool) -> None:
         click.echo(f"  method {method.name}: {method.inputs} inputs, {method.outputs} outputs")
         for delegate in method.delegates:
             click.echo(f"    delegate {delegate.backend_id}: payload {delegate.payload_bytes:,} bytes")
+            for name, listed in inspect_pte.enumerated_shapes(delegate.compile_specs).items():
+                click.echo(f"      input {name}: enumerated shapes {' | '.join('x'.join(map(str, s)) for s in listed)}")
             if delegate.weights is not None:
                 formats = ", ".join(f"{op} x{n}" for op, n in delegate.weights["constexpr_ops"].items())
                 click.echo(

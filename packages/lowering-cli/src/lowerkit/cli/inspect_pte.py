@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,21 @@ def _spec_text(value: bytes) -> str:
         return bytes(value).decode("utf-8")
     except UnicodeDecodeError:
         return bytes(value).hex()
+
+
+def enumerated_shapes(compile_specs: dict[str, str]) -> dict[str, list[list[int]]]:
+    """A Core ML delegate's enumerated input shapes, from ExecuTorch's ``enumerated_shapes`` spec."""
+    text = compile_specs.get("enumerated_shapes")
+    if not text:
+        return {}
+    shapes: dict[str, list[list[int]]] = {}
+    try:
+        for _symbolic, (enumerations, names) in json.loads(text):
+            for name in names:
+                shapes[str(name)] = [[int(d) for d in shape] for shape in enumerations]
+    except (ValueError, TypeError):
+        return {"?": []}
+    return shapes
 
 
 def _coreml_weights(payload: bytes) -> dict[str, Any]:

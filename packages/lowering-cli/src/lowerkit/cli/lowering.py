@@ -29,7 +29,10 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
         else:
             from lowerkit.cli import coreml
 
-            lowered = coreml.lower(source, target, calibration=batches, pass_names=pass_names, steps=steps)
+            lowered = coreml.lower(
+                source, target, calibration=batches, pass_names=pass_names, steps=steps, recipe=options.recipe,
+                shapes=dict(options.shapes) if options.shapes is not None else None,
+            )
         lowered.warnings[:0] = warnings
         if options.verify:
             with steps.step("verify"):

@@ -24,3 +24,7 @@ class LowerOptions:
     pass_names: tuple[str, ...] | None = None
     #: Check the result against the float model.
     verify: bool = False
+    #: A TOML compression recipe (global + per-layer rules) for `coreml` / `coreml-fp32`.
+    recipe: Path | None = None
+    #: Core ML enumerated input shapes: ((input name, (shape, shape, ...)), ...).
+    shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] | None = None

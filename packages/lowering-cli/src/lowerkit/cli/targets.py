@@ -27,7 +27,11 @@ TARGETS: dict[str, Target] = {
         Target("coreml-int8", "coreml", "Core ML, int8 activations and weights (pt2e static, lowerkit quantizer)", True),
         Target("coreml-w8", "coreml", "Core ML, int8 per-channel linear weight quantization"),
         Target("coreml-w4", "coreml", "Core ML, int4 per-block (32) linear weight quantization, iOS18"),
-        Target("coreml-palettize4", "coreml", "Core ML, 4-bit palettized linear weights (torchao codebook, a table per 16 input columns), iOS18"),
+        Target("coreml-palettize4", "coreml", "Core ML, 4-bit palettized weights: linear (torchao codebook, a table per 16 input columns) and conv and the rest (k-means, a table per 16 output channels), iOS18"),
+        *(
+            Target(f"coreml-palettize{bits}", "coreml", f"Core ML, {bits}-bit k-means palettization of every weighted op (a table per 16 output channels), iOS18")
+            for bits in (2, 3, 6, 8)
+        ),
         Target("tosa-int", "arm", "TOSA-1.0+INT flatbuffer (int8 quantized)", True),
         Target("tosa-fp", "arm", "TOSA-1.0+FP flatbuffer (float)"),
         Target("ethos-u55-128", "arm", "Arm Ethos-U55, 128 MACs (int8, vela-compiled)", True),
