@@ -1,0 +1,87 @@
+"""Stock ExecuTorch's Arm lowering, written out here from ExecuTorch's public API, and shared lowerings.
+
+``stock_pte`` lowers the way ExecuTorch's ``backends/arm/scripts/aot_arm_compiler.py`` does
+(export, the Arm quantizer for the compile spec with the int8 or a16w8 config, calibrate,
+``convert_pt2e``, export again, ``to_edge_transform_and_lower`` with the Arm partitioner,
+``to_executorch``), with lowerkit's defaults where the script has flags (no extra Vela
+flags, default edge and backend configs); nothing of lowerkit runs in it. The test files of
+this folder run in one process (tests/BUILD), so each lowering is done once for all of them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+#: The smallest Arm zoo CNN, lowered for every target family.
+MODEL = "ds_cnn"
+CALIBRATION_BATCHES = 4
+
+
+def stock_pte(
+    target: str,
+    *,
+    a16w8: bool = False,
+    system_config: str | None = None,
+    memory_mode: str | None = None,
+    config_ini: str | None = None,
+    model: str = MODEL,
+) -> bytes:
+    """The .pte bytes of stock ExecuTorch's lowering of a zoo model for `target`."""
+    import torch
+    from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.quantizer import (
+        EthosUQuantizer,
+        TOSAQuantizer,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+    from executorch.backends.arm.tosa import TosaSpecification
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from lowerkit import zoo
+
+    entry = zoo.get(model)
+    inputs = entry.example_inputs()
+    spec: Any
+    if target.startswith("ethos-u"):
+        spec = EthosUCompileSpec(
+            target, system_config=system_config, memory_mode=memory_mode,
+            config_ini=config_ini if config_ini is not None else "Arm/vela.ini",
+        )
+        quantizer: Any = EthosUQuantizer(spec)
+    else:
+        spec = TosaCompileSpec(TosaSpecification.create_from_string(target))
+        quantizer = TOSAQuantizer(spec)
+    quantizer.set_global(
+        get_symmetric_a16w8_quantization_config() if a16w8 else get_symmetric_quantization_config()
+    )
+    prepared = prepare_pt2e(torch.export.export(entry.module(), inputs).module(check_guards=False), quantizer)
+    with torch.no_grad():
+        for batch in entry.calibration(CALIBRATION_BATCHES, 0):
+            prepared(*batch)
+    program = torch.export.export(convert_pt2e(prepared), inputs)
+    # As aot_arm_compiler: the partitioner is made after quantizing (the quantizer sets the
+    # compile spec's pass-pipeline config, which the partitioner copies).
+    partitioner = EthosUPartitioner(spec) if target.startswith("ethos-u") else TOSAPartitioner(spec)
+    edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
+    return bytes(edge.to_executorch().buffer)
+
+
+@cache
+def lowerkit_lowering(target: str, a16w8: bool = False, system_config: str | None = None,
+                      memory_mode: str | None = None, vela_config: str | None = None,
+                      model: str = MODEL) -> Any:
+    """lowerkit's accelerated lower_to_arm of a zoo model, same calibration (cached per process)."""
+    from lowerkit import zoo
+    from lowerkit.arm_passes import lower_to_arm
+
+    entry = zoo.get(model)
+    return lower_to_arm(
+        entry.module(), entry.example_inputs(), target,
+        calibration=entry.calibration(CALIBRATION_BATCHES, 0),
+        a16w8=a16w8, system_config=system_config, memory_mode=memory_mode, vela_config=vela_config,
+    )
