@@ -1,7 +1,7 @@
 """lowerkit.arm_passes: ExecuTorch's Arm TOSA / Ethos-U pass pipeline, run fast on lowerkit.pass_infra, same bytes."""
 
 from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline
-from lowerkit.arm_passes.devices import ARM_TARGETS, compile_spec_for
+from lowerkit.arm_passes.devices import ARM_TARGETS, ETHOS_U_TARGETS, compile_spec_for
 from lowerkit.arm_passes.errors import ArmLoweringError, UnknownArmTargetError
 from lowerkit.arm_passes.incremental import (
     IncrementalPropagateViewCopyPermuteDownPass,
@@ -20,6 +20,7 @@ from lowerkit.arm_passes.versions import PROVEN_ON
 
 __all__ = [
     "ARM_TARGETS",
+    "ETHOS_U_TARGETS",
     "PROVEN_ON",
     "ArmLowering",
     "ArmLoweringError",
