@@ -72,6 +72,14 @@ def zoo_command(as_json: bool) -> None:
 @click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
 @click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
+@click.option("--system-config", help="Ethos-U: Vela system config (default: ExecuTorch's for the target).")
+@click.option("--memory-mode", help="Ethos-U: Vela memory mode (default: ExecuTorch's for the target).")
+@click.option("--vela-config", type=click.Path(path_type=Path), help="Ethos-U: a Vela .ini (default: Vela's Arm/vela.ini).")
+@click.option("--a16w8", is_flag=True, help="Ethos-U: int16 activations, int8 weights (tosa-int16 always is).")
+@click.option("--bundle", type=click.Path(path_type=Path), help="Arm: also write a bundled program (.bpte) with reference outputs.")
+@click.option("--etrecord", type=click.Path(path_type=Path), help="Arm: also write an ETRecord for ExecuTorch's Inspector.")
+@click.option("--sram-budget", help="Ethos-U: fail, writing nothing, if Vela's SRAM use passes this (e.g. 512KiB).")
+@click.option("--flash-budget", help="Ethos-U: fail, writing nothing, if Vela's flash use passes this (e.g. 2MiB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 def lower_command(
@@ -84,14 +92,26 @@ def lower_command(
     tosa_dir: Path | None,
     report: Path | None,
     verify: bool,
+    system_config: str | None,
+    memory_mode: str | None,
+    vela_config: Path | None,
+    a16w8: bool,
+    bundle: Path | None,
+    etrecord: Path | None,
+    sram_budget: str | None,
+    flash_budget: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, FILE.pt2 or package.module:factory) to a .pte."""
     target = targets.get(target_name)
-    for path in (output, report):
+    for path in (output, report, bundle, etrecord):
         if path is not None:
             atomic.check_writable(path)
+    arm_settings = _arm_settings(
+        target, system_config=system_config, memory_mode=memory_mode, vela_config=vela_config, a16w8=a16w8,
+        bundle=bundle, etrecord=etrecord, sram_budget=sram_budget, flash_budget=flash_budget,
+    )
     if mlpackage is not None and target.backend != "coreml":
         raise UsageError(f"--mlpackage applies to Core ML targets, not '{target.name}'")
     if tosa_dir is not None and target.backend != "arm":
@@ -113,9 +133,13 @@ def lower_command(
         calibration_path=calibration,
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
+        **arm_settings,
     )
     lowered = lowering.lower(source, options, steps=steps)
     write_bytes_atomically(output, lowered.pte)
+    for kind, path in (("bundle", bundle), ("etrecord", etrecord)):
+        if path is not None:
+            write_bytes_atomically(path, lowered.extras[kind])
     if mlpackage is not None:
         from lowerkit.cli.coreml_payload import write_mlpackage
 
@@ -138,8 +162,54 @@ def lower_command(
     click.echo(
         f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s"
     )
+    for kind, path in (("bundled program", bundle), ("ETRecord", etrecord)):
+        if path is not None:
+            click.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {kind})")
+    if lowered.npu:
+        from lowerkit.cli.npu import render
+
+        for line in render(lowered.npu, layers=False):
+            click.echo(line)
     if lowered.verification:
         click.echo(f"verify: {_verification_line(lowered.verification)}")
+
+
+#: Options that apply to Ethos-U targets only.
+_ETHOS_U_ONLY = ("--system-config", "--memory-mode", "--vela-config", "--sram-budget", "--flash-budget")
+
+
+def _arm_settings(target: targets.Target, **given: Any) -> dict[str, Any]:
+    """The Arm fields of LowerOptions, checked against the target before any work; UsageError otherwise."""
+    from lowerkit.cli.sizes import parse_size
+
+    ethos_u = target.name.startswith("ethos-u")
+    for option in _ETHOS_U_ONLY:
+        if given[option.removeprefix("--").replace("-", "_")] is not None and not ethos_u:
+            raise UsageError(f"{option} applies to Ethos-U targets (ethos-u55-128, ...), not '{target.name}'")
+    if given["a16w8"] and not ethos_u:
+        hint = "; tosa-int16 is a16w8 already" if target.name == "tosa-int16" else "; for TOSA use -t tosa-int16"
+        raise UsageError(f"--a16w8 applies to Ethos-U targets, not '{target.name}'{hint}")
+    for option in ("bundle", "etrecord"):
+        if given[option] is not None and target.backend != "arm":
+            raise UsageError(f"--{option} applies to Arm targets, not '{target.name}'")
+    if given["bundle"] is not None and given["bundle"].suffix != ".bpte":
+        raise UsageError(f"--bundle writes a bundled program; name it '{given['bundle'].with_suffix('.bpte')}'")
+    vela_config = given["vela_config"]
+    if vela_config is not None and not vela_config.is_file():
+        raise UsageError(f"Vela config file '{vela_config}' does not exist; give the path of a vela.ini")
+    budgets = {
+        name: parse_size(given[name], f"--{name.replace('_', '-')}") if given[name] is not None else None
+        for name in ("sram_budget", "flash_budget")
+    }
+    return {
+        "system_config": given["system_config"],
+        "memory_mode": given["memory_mode"],
+        "vela_config": vela_config,
+        "a16w8": given["a16w8"],
+        "bundle_path": given["bundle"],
+        "etrecord_path": given["etrecord"],
+        **budgets,
+    }
 
 
 def _verification_line(check: dict[str, Any]) -> str:
@@ -243,6 +313,7 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "cpu_ops": lowered.cpu_ops,
         "verification": lowered.verification,
         "warnings": lowered.warnings,
+        **({"npu": lowered.npu} if lowered.npu else {}),
     }
 
 
