@@ -223,16 +223,52 @@ def _verification_line(check: dict[str, Any]) -> str:
 
 
 @main.command("inspect")
-@click.argument("pte", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path))
 @click.option("--weights/--no-weights", default=True, show_default=True, help="Decode Core ML weight formats.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def inspect_command(pte: Path, weights: bool, as_json: bool) -> None:
-    """Show the methods, delegates, CPU ops and Core ML weight formats of a .pte file."""
-    summary = inspect_pte.summarize(pte, weights=weights)
-    if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=2))
+def inspect_command(path: Path, weights: bool, as_json: bool) -> None:
+    """Show a .pte (methods, delegates, CPU ops, Vela / Core ML payloads), a .bpte, an ETRecord or a report."""
+    from lowerkit.cli import inspect_files
+
+    kind = inspect_files.kind_of(path)
+    if kind == "report":
+        _inspect_report(inspect_files.report(path), as_json)
         return
-    click.echo(f"{summary.path}: {summary.size_bytes:,} bytes")
+    if kind == "etrecord":
+        record = inspect_files.etrecord_summary(path)
+        if as_json:
+            click.echo(json.dumps({"path": str(path), "kind": "etrecord", **record}, indent=2))
+            return
+        click.echo(f"{path}: ETRecord ({path.stat().st_size:,} bytes) for ExecuTorch's Inspector")
+        click.echo(f"  records: {', '.join(record['records'])}")
+        return
+    bundle = inspect_files.bundle_summary(path) if kind == "bpte" else None
+    summary = (
+        inspect_pte.summarize_bytes(bundle["program"], str(path), weights=weights)
+        if bundle is not None
+        else inspect_pte.summarize(path, weights=weights)
+    )
+    if as_json:
+        data = summary.to_json()
+        if bundle is not None:
+            data.update(kind="bpte", size_bytes=path.stat().st_size, program_bytes=len(bundle["program"]),
+                        suites=bundle["suites"])
+        click.echo(json.dumps(data, indent=2))
+        return
+    if bundle is not None:
+        cases = sum(len(s["test_cases"]) for s in bundle["suites"])
+        click.echo(
+            f"{path}: bundled program ({path.stat().st_size:,} bytes): a {len(bundle['program']):,}-byte program "
+            f"and {cases} test case(s) with reference outputs"
+        )
+        for suite in bundle["suites"]:
+            first = suite["test_cases"][0] if suite["test_cases"] else {"inputs": [], "expected_outputs": []}
+            click.echo(
+                f"  {suite['method']}: {len(suite['test_cases'])} cases, inputs {', '.join(first['inputs'])} "
+                f"-> expected {', '.join(first['expected_outputs'])}"
+            )
+    else:
+        click.echo(f"{summary.path}: {summary.size_bytes:,} bytes")
     for method in summary.methods:
         click.echo(f"  method {method.name}: {method.inputs} inputs, {method.outputs} outputs")
         for delegate in method.delegates:
@@ -243,7 +279,30 @@ def inspect_command(pte: Path, weights: bool, as_json: bool) -> None:
                     f"      Core ML spec v{delegate.weights['spec_version']}; compressed weights: "
                     f"{formats or 'none (dense)'}; decoded {delegate.weights['decoded_weights']} tensors"
                 )
+            if delegate.vela is not None:
+                vela = delegate.vela
+                scratch = f"{vela['scratch_bytes']:,}" if vela["scratch_bytes"] is not None else "?"
+                click.echo(
+                    f"      Vela: {vela.get('accelerator-config', '?')}, {vela.get('system-config', '?')}, "
+                    f"{vela.get('memory-mode', '?')}; command stream {vela['command_stream_bytes']:,} bytes, "
+                    f"weights {vela['weight_bytes']:,} bytes, scratch {scratch} bytes"
+                )
         click.echo(f"    ops on CPU: {', '.join(method.cpu_ops) if method.cpu_ops else 'none'}")
+
+
+def _inspect_report(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"report of {data['output']}: {data['model']} for {data['target']}, {data['pte_bytes']:,} bytes")
+    click.echo(f"  ops on CPU: {', '.join(data['cpu_ops']) or 'none'}")
+    if data.get("npu"):
+        from lowerkit.cli.npu import render
+
+        for line in render(data["npu"]):
+            click.echo(line)
+    for warning in data.get("warnings", []):
+        click.echo(f"  warning: {warning}")
 
 
 @main.command("demo")
