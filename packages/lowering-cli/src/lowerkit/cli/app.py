@@ -305,6 +305,22 @@ def _inspect_report(data: dict[str, Any], as_json: bool) -> None:
         click.echo(f"  warning: {warning}")
 
 
+@main.command("compare")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def compare_command(a: Path, b: Path, as_json: bool) -> None:
+    """Show what changed between two lowerings: A and B are .pte / .bpte files or reports (lower --report)."""
+    from lowerkit.cli import compare
+
+    result = compare.compare(compare.load(a), compare.load(b))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    for line in compare.render(result):
+        click.echo(line)
+
+
 @main.command("demo")
 @click.option("-o", "--output-dir", type=click.Path(path_type=Path), default=Path("lowerkit-demo"), show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
