@@ -18,7 +18,7 @@ MODEL = "ds_cnn"
 CALIBRATION_BATCHES = 4
 
 
-def stock_pte(
+def stock_quantized(
     target: str,
     *,
     a16w8: bool = False,
@@ -26,10 +26,10 @@ def stock_pte(
     memory_mode: str | None = None,
     config_ini: str | None = None,
     model: str = MODEL,
-) -> bytes:
-    """The .pte bytes of stock ExecuTorch's lowering of a zoo model for `target`."""
+) -> tuple[Any, Any]:
+    """(compile spec, converted fake-quantized module) of stock ExecuTorch's pt2e flow for `target`."""
     import torch
-    from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.ethosu import EthosUCompileSpec
     from executorch.backends.arm.quantizer import (
         EthosUQuantizer,
         TOSAQuantizer,
@@ -38,8 +38,6 @@ def stock_pte(
     )
     from executorch.backends.arm.tosa import TosaSpecification
     from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from lowerkit import zoo
@@ -63,7 +61,20 @@ def stock_pte(
     with torch.no_grad():
         for batch in entry.calibration(CALIBRATION_BATCHES, 0):
             prepared(*batch)
-    program = torch.export.export(convert_pt2e(prepared), inputs)
+    return spec, convert_pt2e(prepared)
+
+
+def stock_pte(target: str, *, model: str = MODEL, **settings: Any) -> bytes:
+    """The .pte bytes of stock ExecuTorch's lowering of a zoo model for `target`."""
+    import torch
+    from executorch.backends.arm.ethosu import EthosUPartitioner
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from lowerkit import zoo
+
+    spec, converted = stock_quantized(target, model=model, **settings)
+    program = torch.export.export(converted, zoo.get(model).example_inputs())
     # As aot_arm_compiler: the partitioner is made after quantizing (the quantizer sets the
     # compile spec's pass-pipeline config, which the partitioner copies).
     partitioner = EthosUPartitioner(spec) if target.startswith("ethos-u") else TOSAPartitioner(spec)
@@ -85,3 +96,17 @@ def lowerkit_lowering(target: str, a16w8: bool = False, system_config: str | Non
         calibration=entry.calibration(CALIBRATION_BATCHES, 0),
         a16w8=a16w8, system_config=system_config, memory_mode=memory_mode, vela_config=vela_config,
     )
+
+
+def run_cli(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """Run `lowerkit ARGS` in-process: (exit code, stdout, stderr)."""
+    import pytest
+
+    from lowerkit.cli import run
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        run(list(args))
+    captured = capsys.readouterr()
+    code = exit_info.value.code
+    return (code if isinstance(code, int) else 1), captured.out, captured.err
