@@ -22,7 +22,9 @@ def _test_inputs() -> list[tuple[torch.Tensor, ...]]:
 
 
 def _read(data: bytes) -> Any:
-    from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
+    from executorch.devtools.bundled_program.serialize import (
+        deserialize_from_flatbuffer_to_bundled_program,
+    )
 
     return deserialize_from_flatbuffer_to_bundled_program(data)
 

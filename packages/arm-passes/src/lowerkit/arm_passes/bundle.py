@@ -38,7 +38,9 @@ def bundled_program(lowering: Any, test_inputs: Sequence[Sequence[torch.Tensor]]
     """The .bpte bytes: the lowering's program with one test case per input tuple and its reference outputs."""
     from executorch.devtools import BundledProgram
     from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
-    from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+    from executorch.devtools.bundled_program.serialize import (
+        serialize_from_bundled_program_to_flatbuffer,
+    )
 
     if lowering.executorch_manager is None:
         raise ArmLoweringError("this ArmLowering carries no ExecuTorch program to bundle")

@@ -117,7 +117,7 @@ class NpuReport:
 
 def run_vela(tosa_flatbuffer: bytes, flags: list[str], folder: Path) -> str:
     """Run Vela's command line in-process on a TOSA flatbuffer, writing into `folder`; returns what it printed."""
-    from ethosu.vela import vela  # type: ignore[import-untyped]
+    from ethosu.vela import vela
 
     network = folder / "out.tosa"
     network.write_bytes(tosa_flatbuffer)

@@ -65,7 +65,7 @@ def channel_granularity(target: str) -> int:
     """Output channels the target's MAC array computes at once (Vela's OFM micro-block depth)."""
     if target.startswith("ethos-u85"):
         return U85_CHANNEL_GRANULARITY
-    from ethosu.vela.architecture_features import (  # type: ignore[import-untyped]
+    from ethosu.vela.architecture_features import (
         Accelerator,
         ArchitectureFeatures,
     )

@@ -49,7 +49,7 @@ def resolve_vela_config(config: str | os.PathLike[str] | None) -> Path:
         raise ArmLoweringError(f"Vela config '{name}' must be a .ini file (Vela reads only those)")
     if path.is_file():
         return path
-    from ethosu.vela import architecture_features  # type: ignore[import-untyped]
+    from ethosu.vela import architecture_features
 
     bundled = Path(architecture_features.CONFIG_FILES_PATH) / name
     if len(path.parts) == 2 and bundled.is_file():

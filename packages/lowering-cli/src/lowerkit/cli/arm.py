@@ -84,9 +84,8 @@ def _npu(lowered: Lowered, lowering: Any, options: LowerOptions) -> None:
     """Read Vela's report, add the pre-flight warnings, and enforce the budgets (nothing written yet)."""
     from lowerkit.arm_passes.npu_report import npu_reports
     from lowerkit.arm_passes.preflight import BudgetExceededError, channel_warnings, check_budgets
-    from lowerkit.cli.npu import npu_section
-
     from lowerkit.arm_passes.vela_config import read_vela_config
+    from lowerkit.cli.npu import npu_section
 
     reports = npu_reports(lowering)
     limits = read_vela_config(options.vela_config).arena_cache_sizes

@@ -36,7 +36,9 @@ def kind_of(path: Path) -> str:
 
 def bundle_summary(path: Path) -> dict[str, Any]:
     """The test cases of a bundled program (input and reference-output shapes) and its program's bytes."""
-    from executorch.devtools.bundled_program.serialize import deserialize_from_flatbuffer_to_bundled_program
+    from executorch.devtools.bundled_program.serialize import (
+        deserialize_from_flatbuffer_to_bundled_program,
+    )
 
     try:
         bundle = deserialize_from_flatbuffer_to_bundled_program(path.read_bytes())
