@@ -10,12 +10,35 @@ this folder run in one process (tests/BUILD), so each lowering is done once for 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 #: The smallest Arm zoo CNN, lowered for every target family.
 MODEL = "ds_cnn"
 CALIBRATION_BATCHES = 4
+#: The system config and memory mode board_ini() adds to Vela's own Arm/vela.ini.
+BOARD_SYSTEM_CONFIG = "Board_U65_Slow_Dram"
+BOARD_MEMORY_MODE = "Board_Sram_128KB"
+
+
+@cache
+def board_ini() -> str:
+    """A user's Vela config: Vela's Arm/vela.ini plus a system config and a memory mode of its own."""
+    from ethosu.vela import architecture_features
+
+    source = Path(architecture_features.CONFIG_FILES_PATH) / "Arm" / "vela.ini"
+    target = Path(tempfile.mkdtemp(prefix="lowerkit-vela-")) / "board.ini"
+    shutil.copyfile(source, target)
+    with target.open("a") as file:
+        file.write(
+            f"\n[System_Config.{BOARD_SYSTEM_CONFIG}]\ninherit=System_Config.Ethos_U65_Mid_End\n"
+            "Dram_clock_scale=0.5\n"
+            f"\n[Memory_Mode.{BOARD_MEMORY_MODE}]\ninherit=Memory_Mode.Dedicated_Sram\narena_cache_size=131072\n"
+        )
+    return str(target)
 
 
 def stock_quantized(

@@ -38,7 +38,7 @@ def _expected(bundle: Any) -> list[torch.Tensor]:
     return out
 
 
-@pytest.mark.parametrize("target", ["ethos-u55-128", "TOSA-1.0+FP"])
+@pytest.mark.parametrize("target", ["ethos-u55-64", "TOSA-1.0+FP"])
 def test_bpte_reference_outputs_are_the_eager_or_fake_quantized_outputs(target: str) -> None:
     lowering = lowerkit_lowering(target)
     inputs = _test_inputs()
@@ -63,7 +63,7 @@ def test_bpte_reference_outputs_are_the_eager_or_fake_quantized_outputs(target: 
 def test_etrecord_is_deterministic_and_parsed_by_executorch(tmp_path: Path) -> None:
     from executorch.devtools import parse_etrecord
 
-    lowering = lowerkit_lowering("ethos-u55-128")
+    lowering = lowerkit_lowering("ethos-u55-64")
     data = etrecord(lowering)
     assert data == etrecord(lowering)
     assert "ETRECORD_V0" in zipfile.ZipFile(io.BytesIO(data)).namelist()

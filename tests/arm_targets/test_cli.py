@@ -74,7 +74,7 @@ def test_lower_warns_writes_bundle_etrecord_report_and_inspect_reads_them(capsys
 def test_compare_shows_what_changed(capsys, outputs):
     report = outputs / "m.json"
     other = outputs / "ds_cnn.pte"
-    other.write_bytes(lowerkit_lowering("ethos-u55-128").pte)
+    other.write_bytes(lowerkit_lowering("ethos-u55-64").pte)
     code, out, err = run_cli(capsys, "compare", str(report), str(other), "--json")
     assert code == 0, err
     result = json.loads(out)

@@ -16,10 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from arm_targets.conftest import lowerkit_lowering
+from arm_targets.conftest import (
+    BOARD_MEMORY_MODE,
+    BOARD_SYSTEM_CONFIG,
+    board_ini,
+    lowerkit_lowering,
+)
 from lowerkit.arm_passes.npu_report import npu_reports
 
-TARGETS = ["ethos-u55-128", "ethos-u65-512", "ethos-u85-1024"]
+#: The Ethos-U lowerings of test_sameness.py: U55 int8, U65 on the user's Vela config, U85 a16w8.
+CASES = {
+    "ethos-u55-64": lambda: lowerkit_lowering("ethos-u55-64"),
+    "ethos-u65-512-board": lambda: lowerkit_lowering(
+        "ethos-u65-512", vela_config=board_ini(), system_config=BOARD_SYSTEM_CONFIG, memory_mode=BOARD_MEMORY_MODE
+    ),
+    "ethos-u85-1024-a16w8": lambda: lowerkit_lowering("ethos-u85-1024", True),
+}
 
 
 def _vela_printed_summary(tosa: bytes, flags: list[str]) -> str:
@@ -40,9 +52,10 @@ def _number(text: str, label: str, unit: str) -> float:
     return float(match.group(1))
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_cycles_and_memory_match_velas_printed_summary(target: str) -> None:
-    lowering = lowerkit_lowering(target)
+@pytest.mark.parametrize("case", list(CASES))
+def test_cycles_and_memory_match_velas_printed_summary(case: str) -> None:
+    lowering = CASES[case]()
+    target = lowering.target
     (report,) = npu_reports(lowering)
     printed = _vela_printed_summary(lowering.tosa_flatbuffers[0], list(lowering.compile_spec.compiler_flags))
     assert report.npu_cycles == _number(printed, "NPU cycles", "cycles/batch")
@@ -59,8 +72,15 @@ def test_cycles_and_memory_match_velas_printed_summary(target: str) -> None:
     assert sum(layer.mac_count for layer in report.layers) == report.macs
 
 
+def test_settings_reach_vela() -> None:
+    """Vela's own summary names the user's system config and memory mode, and its SRAM size."""
+    (report,) = npu_reports(CASES["ethos-u65-512-board"]())
+    assert (report.system_config, report.memory_mode) == (BOARD_SYSTEM_CONFIG, BOARD_MEMORY_MODE)
+    assert report.arena_cache_bytes == 128 * 1024
+
+
 def test_scratch_is_the_one_the_pte_carries() -> None:
-    lowering = lowerkit_lowering("ethos-u55-128")
+    lowering = lowerkit_lowering("ethos-u55-64")
     (report,) = npu_reports(lowering)
     from lowerkit.cli.vela_stream import blocks
 
@@ -69,7 +89,7 @@ def test_scratch_is_the_one_the_pte_carries() -> None:
 
 
 def test_op_mapping_covers_every_layer() -> None:
-    (report,) = npu_reports(lowerkit_lowering("ethos-u55-128"))
+    (report,) = npu_reports(lowerkit_lowering("ethos-u55-64"))
     mapping = report.op_mapping()
     assert sum(mapping.values()) == len(report.layers)
     assert "DepthwiseConv2D -> DepthwiseConv2D (NPU)" in mapping and not report.cpu_layers()
@@ -80,7 +100,7 @@ def test_a_report_of_another_compile_is_refused() -> None:
 
     from lowerkit.arm_passes import ArmLoweringError
 
-    u55 = lowerkit_lowering("ethos-u55-128")
-    other = dataclasses.replace(u55, vela_binaries=lowerkit_lowering("ethos-u55-64").vela_binaries)
+    u55 = lowerkit_lowering("ethos-u55-64")
+    other = dataclasses.replace(u55, vela_binaries=lowerkit_lowering("ethos-u85-1024", True).vela_binaries)
     with pytest.raises(ArmLoweringError, match="different cmd_data"):
         npu_reports(other)
