@@ -60,8 +60,8 @@ def lower(source: ModelSource, options: LowerOptions, *, calibration: list[Input
     lowered.reference = lowering
     if lowered.cpu_ops:
         lowered.warnings.append(
-            f"ops leaving the NPU: {', '.join(lowered.cpu_ops)} stay on the CPU (ExecuTorch's Arm partitioner "
-            "does not take them); replace them with supported ops to keep the model on the accelerator"
+            f"partial delegation: these ops stay on the CPU: {', '.join(lowered.cpu_ops)} (ExecuTorch's Arm "
+            "partitioner does not take them); replace them with supported ops to keep the model on the accelerator"
         )
     if lowering.vela_binaries:
         with steps.step("NPU report (Vela)"):
