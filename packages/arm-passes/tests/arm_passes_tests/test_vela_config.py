@@ -27,6 +27,15 @@ def test_missing_or_misnamed_files_are_one_line(tmp_path: Path) -> None:
         resolve_vela_config(tmp_path / "vela.cfg")
 
 
+def test_two_part_names_are_read_from_velas_folder_as_vela_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "boards").mkdir()
+    (tmp_path / "boards" / "board.ini").write_text("[System_Config.Board]\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ArmLoweringError, match=r"two-part names from its own config folder; write '\./boards/board\.ini'"):
+        resolve_vela_config("boards/board.ini")
+    assert read_vela_config("./boards/board.ini").system_configs == ("Board",)
+
+
 def test_settings_reach_the_compile_spec_as_vela_flags(tmp_path: Path) -> None:
     spec = compile_spec_for("ethos-u65-256", system_config="Ethos_U65_Mid_End", memory_mode="Dedicated_Sram")
     assert vela_flag(spec.compiler_flags, "system-config") == "Ethos_U65_Mid_End"

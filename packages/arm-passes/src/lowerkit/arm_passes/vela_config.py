@@ -44,16 +44,25 @@ class VelaConfig:
 def resolve_vela_config(config: str | os.PathLike[str] | None) -> Path:
     """The file Vela reads for `config` (None: the default); ArmLoweringError when there is none."""
     name = os.fspath(config) if config is not None else DEFAULT_VELA_CONFIG
-    path = Path(name)
-    if path.suffix != ".ini":
+    normal = os.path.normpath(name)
+    if os.path.splitext(normal)[1] != ".ini":
         raise ArmLoweringError(f"Vela config '{name}' must be a .ini file (Vela reads only those)")
-    if path.is_file():
-        return path
     from ethosu.vela import architecture_features
 
-    bundled = Path(architecture_features.CONFIG_FILES_PATH) / name
-    if len(path.parts) == 2 and bundled.is_file():
-        return bundled
+    # Vela's rule: a relative two-part name ("Arm/vela.ini") is in its own config folder.
+    in_vela_folder = (
+        len(normal.split(os.path.sep)) == 2 and not name.startswith((".", os.path.sep, "~"))
+    )
+    if in_vela_folder:
+        bundled = Path(architecture_features.CONFIG_FILES_PATH) / normal
+        if bundled.is_file():
+            return bundled
+        if Path(name).is_file():
+            raise ArmLoweringError(
+                f"Vela config '{name}': Vela reads two-part names from its own config folder; write './{name}'"
+            )
+    elif Path(name).is_file():
+        return Path(name)
     raise ArmLoweringError(f"Vela config file '{name}' does not exist; give the path of a vela.ini")
 
 
