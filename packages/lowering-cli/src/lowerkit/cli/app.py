@@ -70,7 +70,7 @@ def zoo_command(as_json: bool) -> None:
 @click.option("--coreml-passes", help="Core ML MIL pass names, comma-separated, or @FILE (one per line).")
 @click.option("--mlpackage", type=click.Path(path_type=Path), help="Also write the Core ML model package here.")
 @click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
-@click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
+@click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes; Ethos-U: Vela's NPU report).")
 @click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
 @click.option("--system-config", help="Ethos-U: Vela system config (default: ExecuTorch's for the target).")
 @click.option("--memory-mode", help="Ethos-U: Vela memory mode (default: ExecuTorch's for the target).")
