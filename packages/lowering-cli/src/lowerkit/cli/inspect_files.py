@@ -16,7 +16,7 @@ from lowerkit.cli.errors import UsageError
 
 
 def kind_of(path: Path) -> str:
-    """"pte", "bpte", "etrecord" or "report"; UsageError for anything else."""
+    """"pte", "bpte", "etrecord" or "report" (unknown bytes: "pte", whose reader explains)."""
     if not path.is_file():
         raise UsageError(f"'{path}' does not exist")
     with path.open("rb") as file:
@@ -29,9 +29,9 @@ def kind_of(path: Path) -> str:
         return "etrecord"
     if head.lstrip().startswith(b"{"):
         return "report"
-    raise UsageError(
-        f"'{path}' is none of: .pte, bundled program (.bpte), ETRecord, lowerkit report (.json)"
-    )
+    if path.suffix in (".bpte", ".etrecord", ".json"):
+        raise UsageError(f"'{path}' is not a {path.suffix} file lowerkit reads (damaged or of another kind)")
+    return "pte"  # the .pte reader says what is wrong with it
 
 
 def bundle_summary(path: Path) -> dict[str, Any]:
