@@ -25,7 +25,7 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
         if target.backend == "arm":
             from lowerkit.cli import arm
 
-            lowered = arm.lower(source, target, calibration=batches, steps=steps)
+            lowered = arm.lower(source, options, calibration=batches, steps=steps)
         else:
             from lowerkit.cli import coreml
 
