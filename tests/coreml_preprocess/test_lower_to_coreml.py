@@ -20,6 +20,7 @@ from lowerkit import zoo
 from lowerkit.coreml_preprocess import (
     CoreMLCompileOptions,
     CoreMLPartitioner,
+    WeightCompression,
     files_of,
     lower_to_coreml,
     unflatten_payload,
@@ -30,6 +31,9 @@ _WEIGHTS: dict[str, dict[str, Any]] = {
     "w8": {"mode": "linear_symmetric", "dtype": "int8", "granularity": "per_channel"},
     "w4": {"mode": "linear_symmetric", "dtype": "int4", "granularity": "per_block", "block_size": 32},
 }
+_CONVS_PALETTIZED = WeightCompression(
+    {"method": "palettize", "nbits": 4, "mode": "kmeans", "granularity": "per_grouped_channel", "group_size": 16}
+)
 _DEPLOYMENT = {"int8": "iOS17", "w8": "iOS17", "w4": "iOS18", "palettize4": "iOS18"}
 
 
@@ -76,11 +80,16 @@ def _palettize4(module, inputs):
 
 
 def cli_path(module, inputs, recipe, calibration):
-    """The .pte of lowering-cli 0.1.2's ``coreml.lower`` for the target of `recipe`."""
+    """The .pte of lowering-cli 0.1.2's ``coreml.lower`` for the target of `recipe`.
+
+    Since issue #16 palettize4 also palettizes every other weighted op (convolutions) after
+    conversion: the compile option is spelled out here.
+    """
     options = CoreMLCompileOptions(
         compute_precision=ct.precision.FLOAT32 if recipe == "fp32" else ct.precision.FLOAT16,
         minimum_deployment_target=_DEPLOYMENT.get(recipe),
         op_linear_quantizer_config=_WEIGHTS.get(recipe),
+        weight_compression=_CONVS_PALETTIZED if recipe == "palettize4" else None,
     )
     program = torch.export.export(module, inputs)
     if recipe == "int8":

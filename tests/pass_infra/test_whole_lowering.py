@@ -139,6 +139,7 @@ def _patched_attributes() -> dict[str, Any]:
         "cia.exported_program": exported_program._collect_all_valid_cia_ops,
         "cia.decomp_utils": decomp_utils._collect_all_valid_cia_ops,
         "py_impl": vars(torch._ops.OperatorBase)["py_impl"],
+        "cia.override": exported_program._override_composite_implicit_decomp,
         "set_current_meta": torch.fx.traceback.set_current_meta,
     }
     for cls, _, _ in pattern_passes():
@@ -152,7 +153,7 @@ def test_every_patched_function_is_the_original_after_the_scope() -> None:
         inside = _patched_attributes()
     changed = {k for k in before if inside[k] is not before[k]}
     assert {
-        "py_impl", "cia.exported_program", "cia.decomp_utils", "replay.run_node", "set_current_meta"
+        "py_impl", "cia.exported_program", "cia.decomp_utils", "cia.override", "replay.run_node", "set_current_meta"
     } <= changed
     assert {f"{cls.__name__}.call" for cls, _, _ in pattern_passes()} <= changed
     after = _patched_attributes()

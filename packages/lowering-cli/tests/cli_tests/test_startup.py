@@ -136,3 +136,11 @@ def test_the_pte_reader_agrees_with_executorchs(lowered):
                 assert delegate.backend_id == theirs.id
                 assert delegate.compile_specs == [(s.key, bytes(s.value)) for s in theirs.compile_specs]
                 assert delegate.payload == bytes(program.backend_delegate_data[theirs.processed.index].data)
+
+
+def test_compare_of_two_ptes_imports_neither_torch_nor_executorch(lowered, tmp_path):
+    tosa, _ = lowered["tosa-int"]
+    coreml, _ = lowered["coreml-int8"]
+    out, modules = run_cli(tmp_path, "compare", str(tosa), str(coreml))
+    assert "the programs differ" in out and "TOSABackend" in out
+    assert loaded(modules, HEAVY) == []

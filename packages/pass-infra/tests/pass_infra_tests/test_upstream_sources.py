@@ -33,6 +33,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch._export.utils:_collect_all_valid_cia_ops": ("1d09a99ea79bd377", "pass-infra _upstream.collect_all_valid_cia_ops (CIA_SCAN)"),
     "torch._export.utils:_collect_all_valid_cia_ops_for_namespace": ("c26d5cd619830773", "pass-infra _upstream.collect_all_valid_cia_ops (CIA_SCAN)"),
     "torch._export.utils:_materialize_cpp_cia_ops": ("51472f6b4e2c3782", "pass-infra _upstream.collect_all_valid_cia_ops (idempotent materialization)"),
+    "torch.export.exported_program:_override_composite_implicit_decomp": ("4422dc79d0792af7", "pass-infra _upstream.override_composite_implicit_decomp (CIA_SCAN)"),
     "torch._ops:OperatorBase.py_impl": ("8173bd205b783783", "pass-infra _upstream.plain_py_impl (CIA_SCAN)"),
     "executorch.backends.xnnpack._passes.convert_to_sdpa:ConvertToSDPAPass.call": ("4a789124b2f94fae", "pass-infra pattern_skip._skipping_call, _upstream.xnnpack_pattern_passes"),
     "executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d:ConvertToUpsampleBilinear2d.call": ("d6d9c859f8b87991", "pass-infra pattern_skip._skipping_call, _upstream.xnnpack_pattern_passes"),

@@ -10,24 +10,35 @@ from executorch.backends.arm.ethosu.partitioner import EthosUPartitioner
 from executorch.backends.arm.quantizer import (
     EthosUQuantizer,
     TOSAQuantizer,
+    get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
 from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
 from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
 
-from lowerkit.arm_passes.errors import UnknownArmTargetError
+from lowerkit.arm_passes.errors import ArmLoweringError, UnknownArmTargetError
 
 __all__ = [
     "ARM_TARGETS",
+    "ETHOS_U_TARGETS",
     "compile_spec_for",
     "is_ethos_u",
     "is_integer",
     "partitioner_for",
     "quantizer_for",
+    "supports_int16",
 ]
 
+#: Every Ethos-U configuration ExecuTorch 1.5.1's aot_arm_compiler accepts (MACs per cycle).
+ETHOS_U_TARGETS: tuple[str, ...] = (
+    *(f"ethos-u55-{macs}" for macs in (32, 64, 128, 256)),
+    *(f"ethos-u65-{macs}" for macs in (256, 512)),
+    *(f"ethos-u85-{macs}" for macs in (128, 256, 512, 1024, 2048)),
+)
+
 #: Target names: TOSA profiles (flatbuffer only) and Ethos-U configurations (TOSA + vela).
-ARM_TARGETS: tuple[str, ...] = ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256")
+#: "TOSA-1.0+INT+int16" quantizes a16w8 (int16 activations, int8 weights), as aot_arm_compiler.
+ARM_TARGETS: tuple[str, ...] = ("TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+int16", *ETHOS_U_TARGETS)
 
 
 def _check(target: str) -> str:
@@ -48,21 +59,46 @@ def is_integer(target: str) -> bool:
     return _check(target) != "TOSA-1.0+FP"
 
 
-def compile_spec_for(target: str) -> Any:
-    """A fresh stock compile spec (TosaCompileSpec or EthosUCompileSpec) for `target`."""
+def supports_int16(target: str) -> bool:
+    """True for targets whose TOSA profile has the int16 extension (a16w8): all but INT and FP."""
+    return _check(target) not in ("TOSA-1.0+INT", "TOSA-1.0+FP")
+
+
+def compile_spec_for(
+    target: str,
+    *,
+    system_config: str | None = None,
+    memory_mode: str | None = None,
+    config_ini: str | None = None,
+) -> Any:
+    """A fresh stock compile spec (TosaCompileSpec or EthosUCompileSpec) for `target`.
+
+    Ethos-U only: `system_config` / `memory_mode` (None: ExecuTorch's defaults for the target)
+    and `config_ini`, the Vela config file (None: Vela's own ``Arm/vela.ini``).
+    """
     if is_ethos_u(target):
-        return EthosUCompileSpec(target)
+        return EthosUCompileSpec(
+            target,
+            system_config=system_config,
+            memory_mode=memory_mode,
+            config_ini=config_ini if config_ini is not None else "Arm/vela.ini",
+        )
+    if (system_config, memory_mode, config_ini) != (None, None, None):
+        raise ArmLoweringError(
+            f"system config, memory mode and Vela config apply to Ethos-U targets, not {target!r}"
+        )
     return TosaCompileSpec(target)
 
 
-def quantizer_for(compile_spec: Any, keep_float: Sequence[str] = ()) -> Any:
-    """The stock Arm quantizer for a compile spec, with the symmetric int8 config set globally.
+def quantizer_for(compile_spec: Any, *, a16w8: bool = False, keep_float: Sequence[str] = ()) -> Any:
+    """The stock Arm quantizer for a compile spec, with the symmetric int8 (or a16w8) config set globally.
 
     The modules named in `keep_float` (e.g. "features.3.0") are not quantized.
     """
     cls = EthosUQuantizer if isinstance(compile_spec, EthosUCompileSpec) else TOSAQuantizer
     quantizer = cls(compile_spec)
-    quantizer.set_global(get_symmetric_quantization_config())
+    config = get_symmetric_a16w8_quantization_config() if a16w8 else get_symmetric_quantization_config()
+    quantizer.set_global(config)
     for name in keep_float:
         quantizer.set_module_name(name, None)
     return quantizer

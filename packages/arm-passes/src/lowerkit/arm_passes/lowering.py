@@ -26,6 +26,7 @@ from lowerkit.arm_passes.devices import (
     is_integer,
     partitioner_for,
     quantizer_for,
+    supports_int16,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.pass_infra import PipelineReport, graph_ops, lowering_lock, write_bytes_atomically
@@ -58,6 +59,13 @@ class ArmLowering:
     program: ExportedProgram | None = field(default=None, repr=False, compare=False)
     #: The program that was lowered: quantized (fake-quantized, runnable in torch) or float.
     source_program: ExportedProgram | None = field(default=None, repr=False, compare=False)
+    #: The stock compile spec the program was lowered with (Ethos-U: its Vela flags).
+    compile_spec: Any = field(default=None, repr=False, compare=False)
+    #: ExecuTorch's EdgeProgramManager and ExecutorchProgramManager (for bundled programs, ETRecord).
+    edge_manager: Any = field(default=None, repr=False, compare=False)
+    executorch_manager: Any = field(default=None, repr=False, compare=False)
+    #: Activations quantized to int16 (a16w8) rather than int8.
+    a16w8: bool = False
 
     @property
     def report(self) -> PipelineReport | None:
@@ -96,9 +104,10 @@ def _quantize(
     inputs: tuple[Any, ...],
     compile_spec: Any,
     calibration: Sequence[Sequence[Any]] | None,
+    a16w8: bool = False,
     keep_float: Sequence[str] = (),
 ) -> ExportedProgram:
-    return torch.export.export(_convert(program, inputs, compile_spec, calibration, keep_float), inputs)
+    return torch.export.export(_convert(program, inputs, compile_spec, calibration, a16w8, keep_float), inputs)
 
 
 def _convert(
@@ -106,12 +115,13 @@ def _convert(
     inputs: tuple[Any, ...],
     compile_spec: Any,
     calibration: Sequence[Sequence[Any]] | None,
+    a16w8: bool = False,
     keep_float: Sequence[str] = (),
 ) -> torch.fx.GraphModule:
     """prepare_pt2e, calibrate, convert_pt2e: the fake-quantized module (before re-export)."""
     # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
     module = program.module(check_guards=False)
-    prepared = prepare_pt2e(module, quantizer_for(compile_spec, keep_float))
+    prepared = prepare_pt2e(module, quantizer_for(compile_spec, a16w8=a16w8, keep_float=keep_float))
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
     if not samples:
         raise ArmLoweringError("calibration is empty; pass at least one input tuple (or None)")
@@ -169,41 +179,75 @@ def lower_to_arm(
     calibration: Sequence[Sequence[Any]] | None = None,
     stock: bool = False,
     verify: bool = False,
+    system_config: str | None = None,
+    memory_mode: str | None = None,
+    vela_config: str | os.PathLike[str] | None = None,
+    a16w8: bool = False,
     keep_float: Sequence[str] = (),
 ) -> ArmLowering:
-    """Lower a model to an Arm target ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256").
+    """Lower a model to an Arm target (see ``ARM_TARGETS``: TOSA profiles and every Ethos-U configuration).
 
     INT and Ethos-U targets are quantized with the stock Arm quantizer first (calibrated on
     `calibration`, default the example inputs) unless `quantize` is False; TOSA-1.0+FP lowers
     in float. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
     `stock=True` runs ExecuTorch's own pipeline (the reference); `verify=True` re-runs every
-    pass the stock way and raises on any difference. `keep_float` names modules (e.g.
-    "features.3.0") the quantizer leaves in float; with none named the bytes are unchanged.
+    pass the stock way and raises on any difference. Ethos-U: `system_config`, `memory_mode`
+    and `vela_config` (a Vela .ini) go to Vela as in ExecuTorch's ``EthosUCompileSpec``
+    (unknown names raise, listing those the config has). `a16w8` quantizes activations to
+    int16 (targets with the int16 extension; implied by "TOSA-1.0+INT+int16"). `keep_float`
+    names modules (e.g. "features.3.0") the quantizer leaves in float; with none named the
+    bytes are unchanged.
 
     Holds the process-wide lowering lock (torch / ExecuTorch cannot lower in several threads
     at once): concurrent calls run one after the other and give their sequential results.
     """
     with lowering_lock():
-        return _lower(model_or_exported_program, example_inputs, target, quantize=quantize,
-                      calibration=calibration, stock=stock, verify=verify, keep_float=keep_float)
+        compile_spec = _compile_spec(target, system_config, memory_mode, vela_config)
+        return _lower(model_or_exported_program, example_inputs, target, compile_spec,
+                      quantize=quantize, calibration=calibration, stock=stock, verify=verify,
+                      a16w8=_a16w8(target, a16w8), keep_float=keep_float)
+
+
+def _a16w8(target: str, asked: bool) -> bool:
+    if target == "TOSA-1.0+INT+int16":
+        return True
+    if asked and not supports_int16(target):
+        raise ArmLoweringError(
+            f"a16w8 needs a target with the int16 extension; {target!r} has none: use TOSA-1.0+INT+int16"
+        )
+    return asked
+
+
+def _compile_spec(
+    target: str, system_config: str | None, memory_mode: str | None, vela_config: str | os.PathLike[str] | None
+) -> Any:
+    ini = os.fspath(vela_config) if vela_config is not None else None
+    spec = compile_spec_for(target, system_config=system_config, memory_mode=memory_mode, config_ini=ini)
+    if is_ethos_u(target):
+        from lowerkit.arm_passes.vela_config import check_vela_settings, vela_flag
+
+        flags = spec.compiler_flags
+        check_vela_settings(target, vela_flag(flags, "system-config"), vela_flag(flags, "memory-mode"), ini)
+    return spec
 
 
 def _lower(
     model_or_exported_program: torch.nn.Module | ExportedProgram,
     example_inputs: tuple[Any, ...],
     target: str,
+    compile_spec: Any,
     *,
     quantize: bool,
     calibration: Sequence[Sequence[Any]] | None,
     stock: bool,
     verify: bool,
+    a16w8: bool,
     keep_float: Sequence[str] = (),
 ) -> ArmLowering:
-    compile_spec = compile_spec_for(target)
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     program = _export(model_or_exported_program, inputs)
     if quantize and is_integer(target):
-        program = _quantize(program, inputs, compile_spec, calibration, keep_float)
+        program = _quantize(program, inputs, compile_spec, calibration, a16w8, keep_float)
 
     flatbuffers: list[bytes] = []
     log = io.StringIO()
@@ -233,4 +277,8 @@ def _lower(
         output_qparams=output_qparams,
         program=lowered,
         source_program=program,
+        compile_spec=compile_spec,
+        edge_manager=edge,
+        executorch_manager=executorch_program,
+        a16w8=a16w8 and quantize,
     )

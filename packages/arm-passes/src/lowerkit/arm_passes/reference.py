@@ -88,7 +88,7 @@ def verify_on_reference_model(
 ) -> ReferenceCheck:
     """Run the lowering's TOSA flatbuffer on the reference model and compare with torch.
 
-    INT targets: inputs are quantized with the delegate's input qparams, outputs dequantized,
+    INT targets: inputs are quantized (int8, or int16 for a16w8) with the delegate's input qparams, outputs dequantized,
     and compared with the fake-quantized program run in torch. FP: compared with the float
     program. Needs one fully delegated partition.
     """
@@ -105,8 +105,9 @@ def verify_on_reference_model(
     if integer:
         if len(lowering.input_qparams) != len(example_inputs):
             raise ArmLoweringError("the delegate's quantized inputs do not match the example inputs")
+        low, high, dtype = (-32768, 32767, torch.int16) if lowering.a16w8 else (-128, 127, torch.int8)
         feeds = [
-            torch.clamp(torch.round(x / scale) + zp, -128, 127).to(torch.int8).numpy()
+            torch.clamp(torch.round(x / scale) + zp, low, high).to(dtype).numpy()
             for x, (scale, zp) in zip(example_inputs, lowering.input_qparams, strict=True)
         ]
     else:

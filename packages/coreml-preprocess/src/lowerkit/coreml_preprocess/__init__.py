@@ -14,6 +14,11 @@ Loading this package's backend and ExecuTorch's own Core ML backend in one proce
 """
 
 from lowerkit.coreml_preprocess.backend import CoreMLBackend
+from lowerkit.coreml_preprocess.compression import (
+    CompressionRule,
+    WeightCompression,
+    WeightDecision,
+)
 from lowerkit.coreml_preprocess.convert import convert_to_mlmodel
 from lowerkit.coreml_preprocess.embeddings import EmbeddingTables, find_embedding_tables
 from lowerkit.coreml_preprocess.errors import (
@@ -60,6 +65,7 @@ __all__ = [
     "PROVEN_ON",
     "RECIPES",
     "WEIGHT_THRESHOLD",
+    "CompressionRule",
     "CoreMLBackend",
     "CoreMLBackendConflictError",
     "CoreMLCompileOptions",
@@ -76,6 +82,8 @@ __all__ = [
     "PassPipelineError",
     "Progress",
     "SpecKey",
+    "WeightCompression",
+    "WeightDecision",
     "compile_options_for",
     "constexpr_op_counts",
     "convert_to_mlmodel",

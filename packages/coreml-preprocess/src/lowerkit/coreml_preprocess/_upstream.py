@@ -272,3 +272,54 @@ def named_data_store() -> Any:
     from executorch.exir._serialize._named_data_store import NamedDataStore
 
     return NamedDataStore()
+
+
+def exir_debug_handles(op: Any) -> list[int]:
+    """The ExecuTorch debug handles a MIL op keeps from its edge nodes (``ScopeSource.EXIR_DEBUG_HANDLE``)."""
+    from coremltools.converters.mil.mil.scope import ScopeSource
+
+    return [int(h) for h in op.scopes.get(ScopeSource.EXIR_DEBUG_HANDLE, []) if h is not None]
+
+
+def is_float_weight(value: Any) -> bool:
+    """Whether a const value is a float array coremltools' compression would consider (>= 10 elements)."""
+    import numpy as np
+
+    return isinstance(value, np.ndarray) and value.dtype in (np.float16, np.float32) and value.size >= 10
+
+
+def _compressor_class(kind: str) -> Any:
+    import coremltools.optimize as cto
+
+    classes = {
+        "palettize": cto.coreml.OpPalettizerConfig,
+        "linear": cto.coreml.OpLinearQuantizerConfig,
+        "prune": cto.coreml.OpMagnitudePrunerConfig,
+    }
+    return classes[kind]
+
+
+def compressor_config_from_dict(kind: str, config: dict[str, Any]) -> Any:
+    """``cto.coreml.Op{Palettizer,LinearQuantizer,MagnitudePruner}Config._from_dict`` (unknown keys raise)."""
+    return _compressor_class(kind)._from_dict(config)
+
+
+def compressor_config_fields(kind: str) -> list[str]:
+    """The field names of that coremltools config class."""
+    return [a.name for a in _compressor_class(kind).__attrs_attrs__]
+
+
+def single_threaded_kmeans() -> Any:
+    """A context in which scikit-learn's k-means runs on one thread (OpenMP and BLAS).
+
+    coremltools clusters small weights (and every group of a grouped palettization) with
+    ``sklearn.cluster.KMeans(random_state=0, n_init=1)``, which is seeded but sums its
+    per-thread partial centroids in whatever order the threads finish: with one thread the
+    tables are the same on every run, whatever the number of cores. BLAS (k-means++ seeding and the
+    distance products) is held to one thread too: its blocking, hence its rounding, depends on
+    the thread count. Large fp16 weights go to coremltools' exact 1-D k-means (``kmeans1d``),
+    which is deterministic anyway.
+    """
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    return threadpool_limits(limits=1)

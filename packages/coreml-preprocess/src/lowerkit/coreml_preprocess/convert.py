@@ -9,6 +9,7 @@ from typing import Any
 import coremltools as ct
 
 from lowerkit.coreml_preprocess import _upstream
+from lowerkit.coreml_preprocess.compression import apply_weight_compression
 from lowerkit.coreml_preprocess.embeddings import optimization_config
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions, SpecKey
@@ -32,7 +33,8 @@ def convert_to_mlmodel(
 ) -> Any:
     """Convert an edge ``ExportedProgram`` to a Core ML ``MLModel`` with these options.
 
-    The same ``ct.convert`` call and post-conversion quantization as ExecuTorch 1.5.1; the
+    The same ``ct.convert`` call and post-conversion quantization as ExecuTorch 1.5.1, then
+    lowerkit's ``weight_compression`` if set (every weighted op, see ``compression``); the
     pass pipeline is validated before conversion and, when not the default, recorded in the
     model's user-defined metadata under ``lowerkit.mil_pass_pipeline``. Runs inside
     ``coreml_scope()`` (lowering lock, lowerkit's op translations registered meanwhile).
@@ -76,6 +78,8 @@ def _convert(
     else:
         with _upstream.faster_conversion():
             mlmodel = _convert_and_quantize(convert_kwargs, options)
+    if options.weight_compression is not None:
+        mlmodel = apply_weight_compression(mlmodel, edge_program, options.weight_compression)
 
     if pipeline.preset != "default":
         mlmodel.user_defined_metadata[PIPELINE_METADATA_KEY] = pipeline.provenance()

@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -16,6 +16,12 @@ from executorch.exir import to_edge_transform_and_lower
 from torch.export import ExportedProgram
 
 from lowerkit.coreml_preprocess.capture import capturing_models
+from lowerkit.coreml_preprocess.compression import (
+    WeightCompression,
+    WeightDecision,
+    collecting_decisions,
+    unmatched_rules,
+)
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError, CoreMLOptionsError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
 from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
@@ -26,6 +32,7 @@ from lowerkit.coreml_preprocess.recipes import (
     compile_options_for,
     get_recipe,
 )
+from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
 from lowerkit.pass_infra import graph_ops, lowering_lock
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
@@ -70,6 +77,8 @@ class CoreMLLowering:
     source_program: ExportedProgram | None = field(default=None, repr=False, compare=False)
     #: int8 / palettize4: the quantized module, runnable in torch (for checks); else None.
     reference: torch.nn.Module | None = field(default=None, repr=False, compare=False)
+    #: With weight compression: what it did with each float weight, all partitions.
+    compression: tuple[WeightDecision, ...] = field(default=(), repr=False)
 
     @property
     def mlmodel(self) -> Any:
@@ -106,6 +115,8 @@ def lower_to_coreml(
     calibration: Sequence[Sequence[Any]] | None = None,
     pass_pipeline: str | Sequence[str] = "default",
     progress: Progress | None = None,
+    weight_compression: WeightCompression | None = None,
+    enumerated_shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
     keep_float: Sequence[str] = (),
 ) -> CoreMLLowering:
     """Lower a model to Core ML with a recipe: "fp16", "fp32", "int8", "w8", "w4", "palettize4".
@@ -114,13 +125,27 @@ def lower_to_coreml(
     (e.g. "iOS18") defaults to the recipe's. Ops Core ML cannot take stay on the CPU and are
     listed in ``cpu_ops``. `progress` wraps each step (``progress(name)`` is a context manager).
     Bad recipes, targets or pass names raise ``CoreMLOptionsError`` before any work.
+    ``weight_compression`` (e.g. ``recipe_file.load_recipe(path)``) compresses every weighted
+    op with ``fp16`` / ``fp32``; a rule that selects no weight is a ``CoreMLOptionsError``.
+    ``enumerated_shapes`` (``{input name: [shape, ...]}``, see ``shapes.parse_shapes``) exports
+    the varying dimensions as dynamic and lowers the whole graph with Core ML enumerated shapes.
     ``keep_float`` names modules (e.g. "features.3") the int8 recipe leaves in float; with none
     named the bytes are unchanged.
 
     Holds the process-wide lowering lock: concurrent calls run one after the other.
     """
     chosen = get_recipe(recipe)
-    options = compile_options_for(chosen, deployment_target=deployment_target, pass_pipeline=pass_pipeline)
+    options = compile_options_for(
+        chosen, deployment_target=deployment_target, pass_pipeline=pass_pipeline,
+        weight_compression=weight_compression,
+    )
+    if enumerated_shapes is not None:
+        if chosen.torch_quantization is not None:
+            raise CoreMLOptionsError(
+                f"enumerated shapes work with recipes that quantize after conversion, not '{chosen.name}' "
+                "(it quantizes in torch first)."
+            )
+        options = replace(options, enumerated_shapes=enumerated_shapes)
     require_model(model_or_exported_program, "lower_to_coreml", CoreMLLoweringError)
     inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
@@ -144,14 +169,25 @@ def _lower(
     keep_float: tuple[str, ...] = (),
 ) -> CoreMLLowering:
     warnings: list[str] = []
-    program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float)
-    with step("lower to Core ML"), capturing_models() as mlmodels:
-        edge = to_edge_transform_and_lower(program, partitioner=[CoreMLPartitioner(compile_specs=options)])
+    if options.enumerated_shapes is not None and not isinstance(model, ExportedProgram):
+        with step("export (enumerated shapes)"):
+            program, reference = export_with_shapes(model, inputs, options.enumerated_shapes), None
+    else:
+        program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float)
+    partitioner = CoreMLPartitioner(compile_specs=options, lower_full_graph=options.enumerated_shapes is not None)
+    with step("lower to Core ML"), capturing_models() as mlmodels, collecting_decisions() as decisions:
+        edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
+    if options.weight_compression is not None:
+        unmatched = unmatched_rules(options.weight_compression, decisions)
+        if unmatched:
+            raise CoreMLOptionsError(
+                f"rule '{unmatched[0]}' selects no weight of the model; fix its match/regex/op_type or remove it."
+            )
     with step("serialize"):
         pte = bytes(edge.to_executorch().buffer)
     lowered = edge.exported_program()
     payloads = graph_ops.delegate_payloads(lowered, BACKEND_ID)
-    if recipe.weight_config is not None and not any(
+    if (recipe.weight_config is not None or options.weight_compression is not None) and not any(
         t.is_floating_point() and t.numel() > WEIGHT_THRESHOLD for t in program.state_dict.values()
     ):
         warnings.append(
@@ -165,7 +201,7 @@ def _lower(
     return CoreMLLowering(
         recipe=recipe.name, options=options, pte=pte, mlmodels=tuple(mlmodels), payloads=tuple(payloads),
         reports=reports, cpu_ops=graph_ops.cpu_ops(lowered), warnings=tuple(warnings), program=lowered,
-        source_program=program, reference=reference,
+        source_program=program, reference=reference, compression=tuple(decisions),
     )
 
 

@@ -19,6 +19,7 @@ import coremltools as ct
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from lowerkit.coreml_preprocess import _upstream
+from lowerkit.coreml_preprocess.compression import WeightCompression
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.pass_pipeline import MilPassPipeline, resolve_pass_pipeline
 from lowerkit.pass_infra.suggest import did_you_mean
@@ -50,6 +51,7 @@ class SpecKey(Enum):
     PASS_PIPELINE = "pass_pipeline"
     MULTIMETHOD_WEIGHT_SHARING_STRATEGY = "multimethod_weight_sharing_strategy"
     QUANTIZE_EMBEDDING_TABLES = "lowerkit.quantize_embedding_tables"
+    WEIGHT_COMPRESSION = "lowerkit.weight_compression"
 
 
 _VALID_KEYS = [k.value for k in SpecKey]
@@ -165,6 +167,8 @@ class CoreMLCompileOptions:
     #: Quantize every float embedding table with ``op_linear_quantizer_config`` (lowerkit only).
     quantize_embedding_tables: bool = False
     multimethod_weight_sharing_strategy: MultimethodWeightSharing = MultimethodWeightSharing.POSITIONAL
+    #: Compression of every weighted op after conversion (lowerkit only; see ``compression``).
+    weight_compression: WeightCompression | None = None
     _pipeline: MilPassPipeline = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -187,6 +191,11 @@ class CoreMLCompileOptions:
                 "quantize_embedding_tables=True quantizes embedding tables with "
                 "op_linear_quantizer_config, which is not set: set it too, e.g. "
                 "{'mode': 'linear_symmetric', 'dtype': 'int8', 'granularity': 'per_channel'}."
+            )
+        if self.weight_compression is not None and not isinstance(self.weight_compression, WeightCompression):
+            raise CoreMLOptionsError(
+                "weight_compression must be a lowerkit.coreml_preprocess.WeightCompression, "
+                f"got {type(self.weight_compression).__name__}."
             )
         set_(
             self,
@@ -253,6 +262,10 @@ class CoreMLCompileOptions:
             )
         if self.quantize_embedding_tables:
             specs.append(CompileSpec(SpecKey.QUANTIZE_EMBEDDING_TABLES.value, b"true"))
+        if self.weight_compression is not None:
+            specs.append(
+                CompileSpec(SpecKey.WEIGHT_COMPRESSION.value, self.weight_compression.to_json().encode("utf-8"))
+            )
         return specs
 
     @classmethod
@@ -316,6 +329,8 @@ class CoreMLCompileOptions:
             if value not in ("true", "false"):
                 raise _choice_error("lowerkit.quantize_embedding_tables spec value", value, ["true", "false"])
             kwargs["quantize_embedding_tables"] = value == "true"
+        if (value := text(SpecKey.WEIGHT_COMPRESSION)) is not None:
+            kwargs["weight_compression"] = WeightCompression.from_json(value)
         return cls(**kwargs)
 
 

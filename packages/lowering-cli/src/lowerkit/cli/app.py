@@ -68,10 +68,20 @@ def zoo_command(as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="The .pte to write.")
 @click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
 @click.option("--coreml-passes", help="Core ML MIL pass names, comma-separated, or @FILE (one per line).")
+@click.option("--recipe", type=click.Path(path_type=Path), help="Core ML compression recipe (TOML, see README) for -t coreml / coreml-fp32.")
+@click.option("--shapes", help="Core ML enumerated input shapes: NAME=1x3x32x32,1x3x64x64[;NAME2=...].")
 @click.option("--mlpackage", type=click.Path(path_type=Path), help="Also write the Core ML model package here.")
 @click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
-@click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes).")
+@click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes; Ethos-U: Vela's NPU report).")
 @click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
+@click.option("--system-config", help="Ethos-U: Vela system config (default: ExecuTorch's for the target).")
+@click.option("--memory-mode", help="Ethos-U: Vela memory mode (default: ExecuTorch's for the target).")
+@click.option("--vela-config", type=click.Path(path_type=Path), help="Ethos-U: a Vela .ini (default: Vela's Arm/vela.ini).")
+@click.option("--a16w8", is_flag=True, help="Ethos-U: int16 activations, int8 weights (tosa-int16 always is).")
+@click.option("--bundle", type=click.Path(path_type=Path), help="Arm: also write a bundled program (.bpte) with reference outputs.")
+@click.option("--etrecord", type=click.Path(path_type=Path), help="Arm: also write an ETRecord for ExecuTorch's Inspector.")
+@click.option("--sram-budget", help="Ethos-U: fail, writing nothing, if Vela's SRAM use passes this (e.g. 512KiB).")
+@click.option("--flash-budget", help="Ethos-U: fail, writing nothing, if Vela's flash use passes this (e.g. 2MiB).")
 @click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable; see 'lowerkit debug').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
@@ -81,19 +91,33 @@ def lower_command(
     output: Path,
     calibration: Path | None,
     coreml_passes: str | None,
+    recipe: Path | None,
+    shapes: str | None,
     mlpackage: Path | None,
     tosa_dir: Path | None,
     report: Path | None,
     verify: bool,
+    system_config: str | None,
+    memory_mode: str | None,
+    vela_config: Path | None,
+    a16w8: bool,
+    bundle: Path | None,
+    etrecord: Path | None,
+    sram_budget: str | None,
+    flash_budget: str | None,
     keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, FILE.pt2 or package.module:factory) to a .pte."""
     target = targets.get(target_name)
-    for path in (output, report):
+    for path in (output, report, bundle, etrecord):
         if path is not None:
             atomic.check_writable(path)
+    arm_settings = _arm_settings(
+        target, system_config=system_config, memory_mode=memory_mode, vela_config=vela_config, a16w8=a16w8,
+        bundle=bundle, etrecord=etrecord, sram_budget=sram_budget, flash_budget=flash_budget,
+    )
     if mlpackage is not None and target.backend != "coreml":
         raise UsageError(f"--mlpackage applies to Core ML targets, not '{target.name}'")
     if tosa_dir is not None and target.backend != "arm":
@@ -105,6 +129,19 @@ def lower_command(
         from lowerkit.cli.coreml import compile_options
 
         compile_options(target, pass_names)  # validates the names before any work
+    if recipe is not None:
+        if target.backend != "coreml":
+            raise UsageError(f"--recipe applies to Core ML targets, not '{target.name}'")
+        from lowerkit.cli.coreml import load_recipe
+
+        load_recipe(target, recipe)  # a bad file is one line, before any work
+    enumerated = None
+    if shapes is not None:
+        if target.backend != "coreml":
+            raise UsageError(f"--shapes applies to Core ML targets, not '{target.name}'")
+        from lowerkit.cli.coreml import parse_shapes
+
+        enumerated = tuple(parse_shapes(shapes).items())
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
 
@@ -117,10 +154,16 @@ def lower_command(
         calibration_path=calibration,
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
+        recipe=recipe,
+        shapes=enumerated,
+        **arm_settings,
         keep_float=kept.check(keep_float, source, target),
     )
     lowered = lowering.lower(source, options, steps=steps)
     write_bytes_atomically(output, lowered.pte)
+    for kind, path in (("bundle", bundle), ("etrecord", etrecord)):
+        if path is not None:
+            write_bytes_atomically(path, lowered.extras[kind])
     if mlpackage is not None:
         from lowerkit.cli.coreml_payload import write_mlpackage
 
@@ -143,8 +186,54 @@ def lower_command(
     click.echo(
         f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s"
     )
+    for kind, path in (("bundled program", bundle), ("ETRecord", etrecord)):
+        if path is not None:
+            click.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {kind})")
+    if lowered.npu:
+        from lowerkit.cli.npu import render
+
+        for line in render(lowered.npu, layers=False):
+            click.echo(line)
     if lowered.verification:
         click.echo(f"verify: {_verification_line(lowered.verification)}")
+
+
+#: Options that apply to Ethos-U targets only.
+_ETHOS_U_ONLY = ("--system-config", "--memory-mode", "--vela-config", "--sram-budget", "--flash-budget")
+
+
+def _arm_settings(target: targets.Target, **given: Any) -> dict[str, Any]:
+    """The Arm fields of LowerOptions, checked against the target before any work; UsageError otherwise."""
+    from lowerkit.cli.sizes import parse_size
+
+    ethos_u = target.name.startswith("ethos-u")
+    for option in _ETHOS_U_ONLY:
+        if given[option.removeprefix("--").replace("-", "_")] is not None and not ethos_u:
+            raise UsageError(f"{option} applies to Ethos-U targets (ethos-u55-128, ...), not '{target.name}'")
+    if given["a16w8"] and not ethos_u:
+        hint = "; tosa-int16 is a16w8 already" if target.name == "tosa-int16" else "; for TOSA use -t tosa-int16"
+        raise UsageError(f"--a16w8 applies to Ethos-U targets, not '{target.name}'{hint}")
+    for option in ("bundle", "etrecord"):
+        if given[option] is not None and target.backend != "arm":
+            raise UsageError(f"--{option} applies to Arm targets, not '{target.name}'")
+    if given["bundle"] is not None and given["bundle"].suffix != ".bpte":
+        raise UsageError(f"--bundle writes a bundled program; name it '{given['bundle'].with_suffix('.bpte')}'")
+    vela_config = given["vela_config"]
+    if vela_config is not None and not vela_config.is_file():
+        raise UsageError(f"Vela config file '{vela_config}' does not exist; give the path of a vela.ini")
+    budgets = {
+        name: parse_size(given[name], f"--{name.replace('_', '-')}") if given[name] is not None else None
+        for name in ("sram_budget", "flash_budget")
+    }
+    return {
+        "system_config": given["system_config"],
+        "memory_mode": given["memory_mode"],
+        "vela_config": vela_config,
+        "a16w8": given["a16w8"],
+        "bundle_path": given["bundle"],
+        "etrecord_path": given["etrecord"],
+        **budgets,
+    }
 
 
 def _verification_line(check: dict[str, Any]) -> str:
@@ -158,27 +247,104 @@ def _verification_line(check: dict[str, Any]) -> str:
 
 
 @main.command("inspect")
-@click.argument("pte", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path))
 @click.option("--weights/--no-weights", default=True, show_default=True, help="Decode Core ML weight formats.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def inspect_command(pte: Path, weights: bool, as_json: bool) -> None:
-    """Show the methods, delegates, CPU ops and Core ML weight formats of a .pte file."""
-    summary = inspect_pte.summarize(pte, weights=weights)
-    if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=2))
+def inspect_command(path: Path, weights: bool, as_json: bool) -> None:
+    """Show a .pte (methods, delegates, CPU ops, Vela / Core ML payloads), a .bpte, an ETRecord or a report."""
+    from lowerkit.cli import inspect_files
+
+    kind = inspect_files.kind_of(path)
+    if kind == "report":
+        _inspect_report(inspect_files.report(path), as_json)
         return
-    click.echo(f"{summary.path}: {summary.size_bytes:,} bytes")
+    if kind == "etrecord":
+        record = inspect_files.etrecord_summary(path)
+        if as_json:
+            click.echo(json.dumps({"path": str(path), "kind": "etrecord", **record}, indent=2))
+            return
+        click.echo(f"{path}: ETRecord ({path.stat().st_size:,} bytes) for ExecuTorch's Inspector")
+        click.echo(f"  records: {', '.join(record['records'])}")
+        return
+    bundle = inspect_files.bundle_summary(path) if kind == "bpte" else None
+    summary = (
+        inspect_pte.summarize_bytes(bundle["program"], str(path), weights=weights)
+        if bundle is not None
+        else inspect_pte.summarize(path, weights=weights)
+    )
+    if as_json:
+        data = summary.to_json()
+        if bundle is not None:
+            data.update(kind="bpte", size_bytes=path.stat().st_size, program_bytes=len(bundle["program"]),
+                        suites=bundle["suites"])
+        click.echo(json.dumps(data, indent=2))
+        return
+    if bundle is not None:
+        cases = sum(len(s["test_cases"]) for s in bundle["suites"])
+        click.echo(
+            f"{path}: bundled program ({path.stat().st_size:,} bytes): a {len(bundle['program']):,}-byte program "
+            f"and {cases} test case(s) with reference outputs"
+        )
+        for suite in bundle["suites"]:
+            first = suite["test_cases"][0] if suite["test_cases"] else {"inputs": [], "expected_outputs": []}
+            click.echo(
+                f"  {suite['method']}: {len(suite['test_cases'])} cases, inputs {', '.join(first['inputs'])} "
+                f"-> expected {', '.join(first['expected_outputs'])}"
+            )
+    else:
+        click.echo(f"{summary.path}: {summary.size_bytes:,} bytes")
     for method in summary.methods:
         click.echo(f"  method {method.name}: {method.inputs} inputs, {method.outputs} outputs")
         for delegate in method.delegates:
             click.echo(f"    delegate {delegate.backend_id}: payload {delegate.payload_bytes:,} bytes")
+            for name, listed in inspect_pte.enumerated_shapes(delegate.compile_specs).items():
+                click.echo(f"      input {name}: enumerated shapes {' | '.join('x'.join(map(str, s)) for s in listed)}")
             if delegate.weights is not None:
                 formats = ", ".join(f"{op} x{n}" for op, n in delegate.weights["constexpr_ops"].items())
                 click.echo(
                     f"      Core ML spec v{delegate.weights['spec_version']}; compressed weights: "
                     f"{formats or 'none (dense)'}; decoded {delegate.weights['decoded_weights']} tensors"
                 )
+            if delegate.vela is not None:
+                vela = delegate.vela
+                scratch = f"{vela['scratch_bytes']:,}" if vela["scratch_bytes"] is not None else "?"
+                click.echo(
+                    f"      Vela: {vela.get('accelerator-config', '?')}, {vela.get('system-config', '?')}, "
+                    f"{vela.get('memory-mode', '?')}; command stream {vela['command_stream_bytes']:,} bytes, "
+                    f"weights {vela['weight_bytes']:,} bytes, scratch {scratch} bytes"
+                )
         click.echo(f"    ops on CPU: {', '.join(method.cpu_ops) if method.cpu_ops else 'none'}")
+
+
+def _inspect_report(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"report of {data['output']}: {data['model']} for {data['target']}, {data['pte_bytes']:,} bytes")
+    click.echo(f"  ops on CPU: {', '.join(data['cpu_ops']) or 'none'}")
+    if data.get("npu"):
+        from lowerkit.cli.npu import render
+
+        for line in render(data["npu"]):
+            click.echo(line)
+    for warning in data.get("warnings", []):
+        click.echo(f"  warning: {warning}")
+
+
+@main.command("compare")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def compare_command(a: Path, b: Path, as_json: bool) -> None:
+    """Show what changed between two lowerings: A and B are .pte / .bpte files or reports (lower --report)."""
+    from lowerkit.cli import compare
+
+    result = compare.compare(compare.load(a), compare.load(b))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    for line in compare.render(result):
+        click.echo(line)
 
 
 @main.command("demo")
@@ -248,6 +414,7 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "cpu_ops": lowered.cpu_ops,
         "verification": lowered.verification,
         "warnings": lowered.warnings,
+        **({"npu": lowered.npu} if lowered.npu else {}),
     }
 
 

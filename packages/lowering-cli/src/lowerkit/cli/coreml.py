@@ -6,6 +6,7 @@ module maps `-t` targets to them and turns the library's errors into the CLI's.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lowerkit.cli.errors import LoweringError, UsageError
@@ -15,7 +16,7 @@ from lowerkit.cli.result import Lowered
 from lowerkit.cli.targets import Target
 
 if TYPE_CHECKING:
-    from lowerkit.coreml_preprocess import CoreMLCompileOptions
+    from lowerkit.coreml_preprocess import CoreMLCompileOptions, WeightCompression
 
 #: CLI target name -> lowerkit.coreml_preprocess recipe name.
 COREML_RECIPES = {
@@ -25,7 +26,13 @@ COREML_RECIPES = {
     "coreml-w8": "w8",
     "coreml-w4": "w4",
     "coreml-palettize4": "palettize4",
+    "coreml-palettize2": "palettize2",
+    "coreml-palettize3": "palettize3",
+    "coreml-palettize6": "palettize6",
+    "coreml-palettize8": "palettize8",
 }
+#: Targets a --recipe file may be added to (they compress nothing themselves).
+RECIPE_TARGETS = ("coreml", "coreml-fp32")
 
 
 def _pipeline(pass_names: list[str] | None) -> str | tuple[str, ...]:
@@ -42,6 +49,33 @@ def compile_options(target: Target, pass_names: list[str] | None) -> CoreMLCompi
         raise UsageError(str(error)) from None
 
 
+def load_recipe(target: Target, path: Path) -> WeightCompression:
+    """The compression recipe file's content; a UsageError (one line) for a bad file or target."""
+    from lowerkit.coreml_preprocess import CoreMLOptionsError
+    from lowerkit.coreml_preprocess.recipe_file import load_recipe as load
+
+    if target.name not in RECIPE_TARGETS:
+        raise UsageError(
+            f"--recipe applies to {' or '.join(RECIPE_TARGETS)} (targets that compress nothing themselves), "
+            f"not '{target.name}'"
+        )
+    try:
+        return load(path)
+    except CoreMLOptionsError as error:
+        raise UsageError(str(error)) from None
+
+
+def parse_shapes(text: str) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """`--shapes NAME=1x3x32x32,1x3x64x64[;NAME2=...]` parsed; a UsageError (one line) if malformed."""
+    from lowerkit.coreml_preprocess import CoreMLOptionsError
+    from lowerkit.coreml_preprocess.shapes import parse_shapes as parse
+
+    try:
+        return parse(text)
+    except CoreMLOptionsError as error:
+        raise UsageError(f"--shapes: {error}") from None
+
+
 def lower(
     source: ModelSource,
     target: Target,
@@ -49,11 +83,14 @@ def lower(
     calibration: list[Inputs],
     pass_names: list[str] | None,
     steps: Steps,
+    recipe: Path | None = None,
+    shapes: dict[str, tuple[tuple[int, ...], ...]] | None = None,
     keep_float: tuple[str, ...] = (),
 ) -> Lowered:
     """Lower with the target's recipe (quantize, partition to Core ML, serialize a .pte)."""
     from lowerkit.coreml_preprocess import CoreMLLoweringError, CoreMLOptionsError, lower_to_coreml
 
+    compression = load_recipe(target, recipe) if recipe is not None else None
     model = source.module if source.module is not None else source.export()
     try:
         lowering = lower_to_coreml(
@@ -63,6 +100,8 @@ def lower(
             calibration=calibration or None,
             pass_pipeline=_pipeline(pass_names),
             progress=steps.step,
+            weight_compression=compression,
+            enumerated_shapes=shapes,
             keep_float=keep_float,
         )
     except CoreMLOptionsError as error:

@@ -16,15 +16,17 @@ import click
 from lowerkit.cli import atomic, targets
 from lowerkit.cli.errors import CliError, UsageError
 
-#: Targets `debug` compares layer by layer.
-DEBUG_TARGETS = (
-    "tosa-int", "ethos-u55-128", "ethos-u85-256", "tosa-fp", "coreml-int8", "coreml-w8", "coreml-w4", "coreml-palettize4",
-)
+#: Core ML targets `debug` compares layer by layer (every Arm target is compared too).
+COREML_DEBUG_TARGETS = ("coreml-int8", "coreml-w8", "coreml-w4", "coreml-palettize4")
+
+
+def _debuggable(target: targets.Target) -> bool:
+    return target.backend == "arm" or target.name in COREML_DEBUG_TARGETS or target.name.startswith("coreml-palettize")
 
 
 @click.command("debug")
 @click.argument("model")
-@click.option("-t", "--target", "target_name", required=True, help=f"One of: {', '.join(DEBUG_TARGETS)}.")
+@click.option("-t", "--target", "target_name", required=True, help="An Arm target, or coreml-int8 / -w8 / -w4 / -palettize*.")
 @click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write a self-contained HTML report here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (layers worst first).")
@@ -47,8 +49,11 @@ def debug_command(
 ) -> None:
     """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
     target = targets.get(target_name)
-    if target.name not in DEBUG_TARGETS:
-        raise UsageError(f"debug compares lowered layers with float: use one of {', '.join(DEBUG_TARGETS)}, not '{target.name}'")
+    if not _debuggable(target):
+        raise UsageError(
+            f"debug compares lowered layers with float: use an Arm target or one of "
+            f"{', '.join(COREML_DEBUG_TARGETS)} (or coreml-palettize*), not '{target.name}'"
+        )
     if output is not None:
         atomic.check_writable(output)
     from lowerkit.cli import calibration as calibration_data
@@ -86,7 +91,7 @@ def _run(source: Any, target: str, batches: list[Any], names: tuple[str, ...], t
 
     model = source.module if source.module is not None else source.export()
     try:
-        if target in ("coreml-w8", "coreml-w4", "coreml-palettize4"):
+        if target.startswith("coreml-") and target != "coreml-int8":
             from lowerkit.coreml_preprocess.numerics import (
                 NoQuantizedLayerError as NothingCompressed,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ class Delegate:
     compile_specs: dict[str, str]
     #: Core ML only, with `weights=True`: constexpr weight formats and decoded weights.
     weights: dict[str, Any] | None = None
+    #: Ethos-U only: Vela's command stream, weight and scratch sizes and its settings.
+    vela: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,21 +61,37 @@ def summarize(path: Path, *, weights: bool = False) -> PteSummary:
     """
     if not path.is_file():
         raise UsageError(f"'{path}' does not exist")
-    data = path.read_bytes()
+    return summarize_bytes(path.read_bytes(), str(path), weights=weights)
+
+
+def summarize_bytes(data: bytes, where: str, *, weights: bool = False) -> PteSummary:
+    """Summarize .pte bytes (`where` names them in errors and in the summary)."""
     methods = []
-    for plan in _read(data, str(path)):
-        delegates = [
-            Delegate(
-                backend_id=d.backend_id,
-                payload_bytes=len(d.payload),
-                compile_specs={key: _spec_text(value) for key, value in d.compile_specs},
-                weights=_coreml_weights(d.payload) if weights and d.backend_id == "CoreMLBackend" else None,
+    for plan in _read(data, where):
+        delegates = []
+        for d in plan.delegates:
+            specs = {key: _spec_text(value) for key, value in d.compile_specs}
+            delegates.append(
+                Delegate(
+                    backend_id=d.backend_id,
+                    payload_bytes=len(d.payload),
+                    compile_specs=specs,
+                    weights=_coreml_weights(d.payload) if weights and d.backend_id == "CoreMLBackend" else None,
+                    vela=_vela(d.payload, specs) if d.backend_id == "EthosUBackend" else None,
+                )
             )
-            for d in plan.delegates
-        ]
         cpu_ops = sorted({f"{name}.{overload}" if overload else name for name, overload in plan.operators})
         methods.append(Method(plan.name, plan.inputs, plan.outputs, delegates, cpu_ops))
-    return PteSummary(str(path), len(data), methods)
+    return PteSummary(where, len(data), methods)
+
+
+def _vela(payload: bytes, specs: dict[str, str]) -> dict[str, Any] | None:
+    from lowerkit.cli.vela_stream import summary
+
+    try:
+        return summary(payload, specs)
+    except (ValueError, KeyError):
+        return None
 
 
 def _read(data: bytes, where: str) -> list[PlanEntry]:
@@ -89,6 +108,21 @@ def _spec_text(value: bytes) -> str:
         return bytes(value).decode("utf-8")
     except UnicodeDecodeError:
         return bytes(value).hex()
+
+
+def enumerated_shapes(compile_specs: dict[str, str]) -> dict[str, list[list[int]]]:
+    """A Core ML delegate's enumerated input shapes, from ExecuTorch's ``enumerated_shapes`` spec."""
+    text = compile_specs.get("enumerated_shapes")
+    if not text:
+        return {}
+    shapes: dict[str, list[list[int]]] = {}
+    try:
+        for _symbolic, (enumerations, names) in json.loads(text):
+            for name in names:
+                shapes[str(name)] = [[int(d) for d in shape] for shape in enumerations]
+    except (ValueError, TypeError):
+        return {"?": []}
+    return shapes
 
 
 def _coreml_weights(payload: bytes) -> dict[str, Any]:

@@ -25,12 +25,14 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
         if target.backend == "arm":
             from lowerkit.cli import arm
 
-            lowered = arm.lower(source, target, calibration=batches, steps=steps, keep_float=options.keep_float)
+            lowered = arm.lower(source, options, calibration=batches, steps=steps)
         else:
             from lowerkit.cli import coreml
 
             lowered = coreml.lower(
-                source, target, calibration=batches, pass_names=pass_names, steps=steps, keep_float=options.keep_float
+                source, target, calibration=batches, pass_names=pass_names, steps=steps, recipe=options.recipe,
+                shapes=dict(options.shapes) if options.shapes is not None else None,
+                keep_float=options.keep_float,
             )
         lowered.warnings[:0] = warnings
         if options.verify:

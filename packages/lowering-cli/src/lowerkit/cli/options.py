@@ -24,5 +24,22 @@ class LowerOptions:
     pass_names: tuple[str, ...] | None = None
     #: Check the result against the float model.
     verify: bool = False
+    #: A TOML compression recipe (global + per-layer rules) for `coreml` / `coreml-fp32`.
+    recipe: Path | None = None
+    #: Core ML enumerated input shapes: ((input name, (shape, shape, ...)), ...).
+    shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] | None = None
+    #: Ethos-U: Vela system config and memory mode (None: ExecuTorch's defaults for the target)
+    #: and Vela config file (None: Vela's Arm/vela.ini).
+    system_config: str | None = None
+    memory_mode: str | None = None
+    vela_config: Path | None = None
+    #: Quantize activations to int16, weights to int8 (Ethos-U; implied by tosa-int16).
+    a16w8: bool = False
+    #: Also write a bundled program (.bpte: inputs and reference outputs) / an ETRecord here.
+    bundle_path: Path | None = None
+    etrecord_path: Path | None = None
+    #: Ethos-U: fail, writing nothing, when Vela's SRAM / flash use passes these (bytes).
+    sram_budget: int | None = None
+    flash_budget: int | None = None
     #: Modules the quantizer leaves in float (targets that calibrate); () changes nothing.
     keep_float: tuple[str, ...] = ()

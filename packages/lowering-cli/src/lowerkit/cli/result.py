@@ -29,3 +29,7 @@ class Lowered:
     reference: Any = field(default=None, repr=False)
     #: Verification results (--verify).
     verification: dict[str, Any] = field(default_factory=dict)
+    #: Ethos-U: Vela's NPU report (see `npu.npu_section`).
+    npu: dict[str, Any] = field(default_factory=dict)
+    #: Extra outputs by kind ("bundle": .bpte bytes, "etrecord": ETRecord bytes).
+    extras: dict[str, bytes] = field(default_factory=dict, repr=False)

@@ -19,6 +19,15 @@ class Target:
     calibrates: bool = False
 
 
+#: Every Ethos-U configuration ExecuTorch 1.5.1 accepts: (NPU, MACs per cycle). Listed here, not
+#: imported from lowerkit.arm_passes, so `lowerkit targets` starts without torch (a test checks
+#: the two lists agree).
+ETHOS_U_CONFIGS: tuple[tuple[int, int], ...] = (
+    *((55, macs) for macs in (32, 64, 128, 256)),
+    *((65, macs) for macs in (256, 512)),
+    *((85, macs) for macs in (128, 256, 512, 1024, 2048)),
+)
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
@@ -27,11 +36,18 @@ TARGETS: dict[str, Target] = {
         Target("coreml-int8", "coreml", "Core ML, int8 activations and weights (pt2e static, lowerkit quantizer)", True),
         Target("coreml-w8", "coreml", "Core ML, int8 per-channel linear weight quantization"),
         Target("coreml-w4", "coreml", "Core ML, int4 per-block (32) linear weight quantization, iOS18"),
-        Target("coreml-palettize4", "coreml", "Core ML, 4-bit palettized linear weights (torchao codebook, a table per 16 input columns), iOS18"),
+        Target("coreml-palettize4", "coreml", "Core ML, 4-bit palettized weights: linear (torchao codebook, a table per 16 input columns) and conv and the rest (k-means, a table per 16 output channels), iOS18"),
+        *(
+            Target(f"coreml-palettize{bits}", "coreml", f"Core ML, {bits}-bit k-means palettization of every weighted op (a table per 16 output channels), iOS18")
+            for bits in (2, 3, 6, 8)
+        ),
         Target("tosa-int", "arm", "TOSA-1.0+INT flatbuffer (int8 quantized)", True),
         Target("tosa-fp", "arm", "TOSA-1.0+FP flatbuffer (float)"),
-        Target("ethos-u55-128", "arm", "Arm Ethos-U55, 128 MACs (int8, vela-compiled)", True),
-        Target("ethos-u85-256", "arm", "Arm Ethos-U85, 256 MACs (int8, vela-compiled)", True),
+        Target("tosa-int16", "arm", "TOSA-1.0+INT+int16 flatbuffer (a16w8: int16 activations, int8 weights)", True),
+        *(
+            Target(f"ethos-u{npu}-{macs}", "arm", f"Arm Ethos-U{npu}, {macs} MACs (int8 or --a16w8, vela-compiled)", True)
+            for npu, macs in ETHOS_U_CONFIGS
+        ),
     )
 }
 

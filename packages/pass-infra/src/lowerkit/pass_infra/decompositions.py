@@ -5,7 +5,8 @@ preservable CompositeImplicitAutograd op; stock re-materializes all C++ CIA regi
 per op namespace (~40 times per collection). `CIA_SCAN` makes it once per collection, with
 the same result (`_upstream.collect_all_valid_cia_ops`), and ``py_impl`` (called ~6,000 times
 per table to override and restore CIA kernels) stops building typing aliases per call
-(`_upstream.plain_py_impl`).
+(`_upstream.plain_py_impl`); the override itself registers those kernels by assignment
+(`_upstream.override_composite_implicit_decomp`): the same kernels for the same ops and keys.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ def _replacements() -> list[Replacement]:
             for module in _upstream.cia_collect_sites()
         ),
         Replacement(_upstream.py_impl_owner(), "py_impl", _upstream.plain_py_impl),
+        Replacement(
+            _upstream.exported_program_module(),
+            "_override_composite_implicit_decomp",
+            _upstream.override_composite_implicit_decomp,
+        ),
     ]
 
 

@@ -56,7 +56,7 @@ def quantized_program(
 ) -> torch.fx.GraphModule:
     """The fake-quantized torch module lower_to_arm would export and lower (no lowering)."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    return _convert(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float)
+    return _convert(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float=keep_float)
 
 
 def _outputs(program: ExportedProgram | torch.nn.Module, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
@@ -92,9 +92,9 @@ def keep_float_gain(
     return sqnr_db(reference, plain), sqnr_db(reference, kept)
 
 
-def _tosa_for(point: QuantPoint, tensors: list[TosaTensor], numel: int) -> TosaTensor | None:
+def _tosa_for(point: QuantPoint, tensors: list[TosaTensor], numel: int, dtype: torch.dtype = torch.int8) -> TosaTensor | None:
     group = set(point.group)
-    found = [t for t in tensors if t.dtype == torch.int8 and t.sources & group and int(np.prod(t.shape)) == numel]
+    found = [t for t in tensors if t.dtype == dtype and t.sources & group and int(np.prod(t.shape)) == numel]
     return found[-1] if found else None
 
 
@@ -213,7 +213,7 @@ def _tosa_values(
     chosen = {}
     for point in points:
         value = quantized_values.get(point.quantize)
-        tensor = _tosa_for(point, tensors, value.numel()) if value is not None else None
+        tensor = _tosa_for(point, tensors, value.numel(), value.dtype) if value is not None else None
         if tensor is not None:
             chosen[point.quantize] = tensor
     by_name = {p.name: p.quantize for p in points}
@@ -221,8 +221,10 @@ def _tosa_values(
     reordered = drop_reordered(chosen, point_inputs, tensors)
     if reordered:
         notes.append(f"{len(reordered)} layer(s) not compared with TOSA: the pipeline moved an op past them")
+    wide = bool(getattr(lowering, "a16w8", False))  # a16w8: int16 activations
+    low, high, dtype = (-32768, 32767, torch.int16) if wide else (-128, 127, torch.int8)
     feeds = [
-        torch.clamp(torch.round(x / scale) + zp, -128, 127).to(torch.int8).numpy()
+        torch.clamp(torch.round(x / scale) + zp, low, high).to(dtype).numpy()
         for x, (scale, zp) in zip(inputs, lowering.input_qparams, strict=True)
     ]
     raw = read_intermediates(flatbuffer, feeds, sorted({t.name for t in chosen.values()}))

@@ -1,0 +1,116 @@
+"""Benchmark: ExecuTorch's own operator suite, stock Arm flows vs lowerkit's, side by side.
+
+The suite ships in the executorch wheel (``executorch/backends/test/suite/operators``, pytest).
+`bench.op_suite_flows` adds lowerkit flows beside the stock ones without editing it. For each
+flow pair (``arm_tosa_int`` / ``lowerkit_arm_tosa_int``, ...) this runs the selected cases in
+fresh pytest processes, stock and lowerkit alternately, ``--repeat`` times, and prints per
+flow: process wall time (median), the suite's own lowering time summed over cases
+(``to_edge_transform_and_lower``, median over repeats) and quantize time, pass / fail / skip
+counts, and every case that passes stock but not lowerkit (or the reverse).
+
+    python -m bench.op_suite [--flows arm_tosa_int,arm_tosa_fp] [-k EXPR] [--repeat 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.op_suite_flows import MIRRORED
+
+STOCK_TO_LOWERKIT = {stock: lowerkit for lowerkit, stock in MIRRORED.items()}
+
+
+def suite_dir() -> Path:
+    """The operator suite inside the installed executorch wheel."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("executorch.backends.test.suite")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("executorch's operator suite is not installed (executorch.backends.test.suite)")
+    return Path(next(iter(spec.submodule_search_locations))) / "operators"
+
+
+def run_flow(flow: str, selection: str | None) -> tuple[float, list[dict[str, Any]]]:
+    """Run one flow over the selected cases in a fresh pytest process: (wall seconds, records)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp) / "records.json"
+        command = [
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.op_suite_flows",
+            "--rootdir", str(suite_dir().parent), str(suite_dir()), "-m", f"flow_{flow}",
+            f"--lowerkit-suite-json={record}",
+            "-W", "ignore",
+        ]
+        if selection:
+            command += ["-k", selection]
+        start = time.perf_counter()
+        # The suite's conftest (one level up) parametrizes the flows; the child imports
+        # what this process can (bench, lowerkit), whatever its working folder.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        done = subprocess.run(command, capture_output=True, text=True, cwd=tmp, env=env)
+        wall = time.perf_counter() - start
+        if not record.exists():
+            raise SystemExit(f"{flow}: pytest wrote no records (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return wall, json.loads(record.read_text())
+
+
+def summarize(runs: list[tuple[float, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Medians over repeats, and the outcome of each case in the first run."""
+    records = runs[0][1]
+    return {
+        "wall_s": statistics.median(w for w, _ in runs),
+        "lower_s": statistics.median(sum(r["lower_s"] for r in rs) for _, rs in runs),
+        "quantize_s": statistics.median(sum(r["quantize_s"] for r in rs) for _, rs in runs),
+        "outcomes": dict(Counter(r["outcome"] for r in records)),
+        "cases": {r["case"]: r["outcome"] for r in records},
+        "lower_s_by_case": {r["case"]: r["lower_s"] for r in records},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--flows", default="arm_tosa_int", help="Stock flows, comma-separated: " + ", ".join(STOCK_TO_LOWERKIT))
+    parser.add_argument("-k", dest="selection", default=None, help="pytest -k expression selecting cases.")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {}
+    regressions = 0
+    for stock in args.flows.split(","):
+        if stock not in STOCK_TO_LOWERKIT:
+            raise SystemExit(f"no lowerkit flow mirrors '{stock}'; choose from {', '.join(STOCK_TO_LOWERKIT)}")
+        lowerkit = STOCK_TO_LOWERKIT[stock]
+        runs: dict[str, list[tuple[float, list[dict[str, Any]]]]] = {stock: [], lowerkit: []}
+        for _ in range(args.repeat):
+            for flow in (stock, lowerkit):
+                runs[flow].append(run_flow(flow, args.selection))
+                print(f"  {flow}: {runs[flow][-1][0]:.0f} s, {len(runs[flow][-1][1])} cases", file=sys.stderr)
+        a, b = summarize(runs[stock]), summarize(runs[lowerkit])
+        only_stock = sorted(c for c, o in a["cases"].items() if o == "passed" and b["cases"].get(c) != "passed")
+        only_lowerkit = sorted(c for c, o in b["cases"].items() if o == "passed" and a["cases"].get(c) != "passed")
+        regressions += len(only_stock)
+        results[stock] = {"stock": a, "lowerkit": b, "pass_stock_not_lowerkit": only_stock, "pass_lowerkit_not_stock": only_lowerkit}
+        print(f"\n{stock} vs {lowerkit}: {len(a['cases'])} cases, repeat {args.repeat}")
+        print(f"  {'':<10} {'wall s':>8} {'lower s':>8} {'quant s':>8}  outcomes")
+        for label, s in (("stock", a), ("lowerkit", b)):
+            print(f"  {label:<10} {s['wall_s']:>8.1f} {s['lower_s']:>8.1f} {s['quantize_s']:>8.1f}  {s['outcomes']}")
+        ratio = a["lower_s"] / b["lower_s"] if b["lower_s"] else float("nan")
+        print(f"  lowering time summed: lowerkit = {1 / ratio:.2f} of stock ({ratio:.2f}x); wall {a['wall_s'] / b['wall_s']:.2f}x")
+        print(f"  pass stock, not lowerkit: {only_stock or 'none'}")
+        print(f"  pass lowerkit, not stock: {only_lowerkit or 'none'}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
