@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lowerkit.cli import atomic, inspect_pte, targets
+from lowerkit.cli.cache import commands as cache_commands
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions
 from lowerkit.pass_infra.files import write_bytes_atomically
@@ -74,6 +75,7 @@ def zoo_command(as_json: bool) -> None:
 @click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+@cache_commands.cache_options
 def lower_command(
     model: str,
     target_name: str,
@@ -86,6 +88,9 @@ def lower_command(
     verify: bool,
     as_json: bool,
     quiet: bool,
+    no_cache: bool,
+    cache_remote: str | None,
+    cache_remote_read_only: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, FILE.pt2 or package.module:factory) to a .pte."""
     target = targets.get(target_name)
@@ -103,9 +108,13 @@ def lower_command(
         from lowerkit.cli.coreml import compile_options
 
         compile_options(target, pass_names)  # validates the names before any work
-    from lowerkit.cli import lowering, model_source
+    from lowerkit.cli import model_source
+    from lowerkit.cli.cache import cached
     from lowerkit.cli.progress import Steps
 
+    cache = cache_commands.settings(
+        no_cache=no_cache, cache_remote=cache_remote, cache_remote_read_only=cache_remote_read_only
+    )
     source = model_source.load(model)
     steps = Steps.for_terminal(quiet=quiet)
     options = LowerOptions(
@@ -114,7 +123,7 @@ def lower_command(
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
     )
-    lowered = lowering.lower(source, options, steps=steps)
+    lowered = cached.lower(source, options, steps=steps, cache=cache)
     write_bytes_atomically(output, lowered.pte)
     if mlpackage is not None:
         from lowerkit.cli.coreml_payload import write_mlpackage
@@ -137,6 +146,7 @@ def lower_command(
         return
     click.echo(
         f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s"
+        f" (cache {lowered.cache})"
     )
     if lowered.verification:
         click.echo(f"verify: {_verification_line(lowered.verification)}")
@@ -243,7 +253,11 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "cpu_ops": lowered.cpu_ops,
         "verification": lowered.verification,
         "warnings": lowered.warnings,
+        "cache": lowered.cache,
     }
+
+
+main.add_command(cache_commands.cache_group)
 
 
 def run_app(argv: list[str] | None = None) -> None:

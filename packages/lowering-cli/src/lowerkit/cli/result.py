@@ -29,3 +29,5 @@ class Lowered:
     reference: Any = field(default=None, repr=False)
     #: Verification results (--verify).
     verification: dict[str, Any] = field(default_factory=dict)
+    #: How the lowering cache served it: "hit", "miss" or "off".
+    cache: str = "off"
