@@ -17,6 +17,7 @@ import click
 from lowerkit.cli import atomic, inspect_pte, targets
 from lowerkit.cli.cache import commands as cache_commands
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
+from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
 from lowerkit.pass_infra.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
@@ -258,6 +259,7 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
 
 
 main.add_command(cache_commands.cache_group)
+main.add_command(fleet_commands.build_command)
 
 
 def run_app(argv: list[str] | None = None) -> None:

@@ -10,12 +10,15 @@ process, with one warning: the lowering goes on locally.
 from __future__ import annotations
 
 import hashlib
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from urllib.parse import urlparse
 
 #: Seconds for a metadata call (lookups, small uploads); a slow server must not slow lowering much.
 CALL_TIMEOUT = 3.0
+#: Seconds to open a TCP connection: a server that is down is noticed at once.
+CONNECT_TIMEOUT = 1.0
 #: Blobs above this go through ByteStream instead of one batch call.
 BATCH_LIMIT = 1024 * 1024
 _CHUNK = 1024 * 1024
@@ -178,6 +181,11 @@ class RemoteStore:
             )
             from buildgrid.common.protos.google.bytestream import bytestream_pb2, bytestream_pb2_grpc
 
+            host, _, port = self._address.rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT).close()
+            except OSError as error:
+                raise RemoteUnavailable(f"cannot connect: {error.strerror or error}") from None
             channel = grpc.insecure_channel(
                 self._address,
                 options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
