@@ -105,7 +105,8 @@ start() {
     return 0
   fi
   config "$port"
-  nohup "$env_dir/bin/bgd" server start "$state/config.yml" >"$state/bgd.log" 2>&1 </dev/null &
+  # bgd runs on its own Python 3.13: the caller's PYTHONPATH / PYTHONHOME must not leak in.
+  nohup env -u PYTHONPATH -u PYTHONHOME "$env_dir/bin/bgd" server start "$state/config.yml" >"$state/bgd.log" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" > "$state/bgd.pid"
   echo "grpc://127.0.0.1:$port" > "$state/url"
