@@ -13,7 +13,12 @@ import hashlib
 import socket
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from buildgrid.common.protos.build.bazel.remote.execution.v2.remote_execution_pb2 import Digest
 
 #: Seconds for a metadata call (lookups, small uploads); a slow server must not slow lowering much.
 CALL_TIMEOUT = 3.0
@@ -47,8 +52,8 @@ class RemoteStore:
         self._instance = instance
         self._warn = warn
         self._disabled = False
-        self._channel = None
-        self._stubs: tuple | None = None  # type: ignore[type-arg]
+        self._channel: Any = None
+        self._stubs: _Stubs | None = None
 
     def get(self, key: str) -> bytes | None:
         """The encoded entry for `key` from the server (digest-checked), or None."""
@@ -84,15 +89,16 @@ class RemoteStore:
     def _get(self, key: str) -> bytes | None:
         import grpc
 
-        re, _, ac, _, _ = self._connect()
+        stubs = self._connect()
+        re = stubs.re
         action_digest, _ = _action(key)
         try:
-            result = ac.GetActionResult(
+            result = stubs.ac.GetActionResult(
                 re.GetActionResultRequest(instance_name=self._instance, action_digest=action_digest),
                 timeout=CALL_TIMEOUT,
             )
         except grpc.RpcError as error:
-            if error.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+            if getattr(error, "code", lambda: None)() == grpc.StatusCode.NOT_FOUND:
                 return None
             raise
         files = [f for f in result.output_files if f.path == _OUTPUT]
@@ -102,9 +108,10 @@ class RemoteStore:
         return data
 
     def _put(self, key: str, data: bytes) -> None:
-        re, cas, ac, _, _ = self._connect()
+        stubs = self._connect()
+        re, cas = stubs.re, stubs.cas
         action_digest, blobs = _action(key)
-        entry_digest = _digest(re, data)
+        entry_digest = _digest(data)
         blobs.append((entry_digest, data))
         missing = cas.FindMissingBlobs(
             re.FindMissingBlobsRequest(instance_name=self._instance, blob_digests=[d for d, _ in blobs]),
@@ -127,35 +134,36 @@ class RemoteStore:
         for digest, blob in large:
             self._write_blob(digest, blob)
         result = re.ActionResult(output_files=[re.OutputFile(path=_OUTPUT, digest=entry_digest)], exit_code=0)
-        ac.UpdateActionResult(
+        stubs.ac.UpdateActionResult(
             re.UpdateActionResultRequest(instance_name=self._instance, action_digest=action_digest, action_result=result),
             timeout=CALL_TIMEOUT,
         )
 
-    def _read_blob(self, digest: object) -> bytes:
-        re, cas, _, bs, bs_pb2 = self._connect()
-        size = digest.size_bytes  # type: ignore[attr-defined]
+    def _read_blob(self, digest: Digest) -> bytes:
+        stubs = self._connect()
+        size = digest.size_bytes
         if size <= BATCH_LIMIT:
-            response = cas.BatchReadBlobs(
-                re.BatchReadBlobsRequest(instance_name=self._instance, digests=[digest]), timeout=CALL_TIMEOUT
+            response = stubs.cas.BatchReadBlobs(
+                stubs.re.BatchReadBlobsRequest(instance_name=self._instance, digests=[digest]), timeout=CALL_TIMEOUT
             )
             if len(response.responses) != 1 or response.responses[0].status.code != 0:
                 raise RemoteUnavailable("the server lost a blob its action cache names")
             data = bytes(response.responses[0].data)
         else:
-            name = f"{self._prefix()}blobs/{digest.hash}/{size}"  # type: ignore[attr-defined]
-            stream = bs.Read(bs_pb2.ReadRequest(resource_name=name), timeout=_transfer_timeout(size))
+            name = f"{self._prefix()}blobs/{digest.hash}/{size}"
+            stream = stubs.bs.Read(stubs.bs_pb2.ReadRequest(resource_name=name), timeout=_transfer_timeout(size))
             data = b"".join(chunk.data for chunk in stream)
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest.hash:  # type: ignore[attr-defined]
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest.hash:
             raise RemoteUnavailable("a blob from the server does not match its digest")
         return data
 
-    def _write_blob(self, digest: object, data: bytes) -> None:
-        _, _, _, bs, bs_pb2 = self._connect()
+    def _write_blob(self, digest: Digest, data: bytes) -> None:
+        stubs = self._connect()
+        bs_pb2 = stubs.bs_pb2
         size = len(data)
-        name = f"{self._prefix()}uploads/{uuid.uuid4()}/blobs/{digest.hash}/{size}"  # type: ignore[attr-defined]
+        name = f"{self._prefix()}uploads/{uuid.uuid4()}/blobs/{digest.hash}/{size}"
 
-        def requests() -> Iterator[object]:
+        def requests() -> Iterator[Any]:
             for offset in range(0, size, _CHUNK):
                 end = min(offset + _CHUNK, size)
                 yield bs_pb2.WriteRequest(
@@ -165,21 +173,24 @@ class RemoteStore:
                     data=data[offset:end],
                 )
 
-        response = bs.Write(requests(), timeout=_transfer_timeout(size))
+        response = stubs.bs.Write(requests(), timeout=_transfer_timeout(size))
         if response.committed_size not in (size, -1):
             raise RemoteUnavailable(f"the server committed {response.committed_size} of {size} bytes")
 
     def _prefix(self) -> str:
         return f"{self._instance}/" if self._instance else ""
 
-    def _connect(self) -> tuple:  # type: ignore[type-arg]
+    def _connect(self) -> _Stubs:
         if self._stubs is None:
             import grpc
             from buildgrid.common.protos.build.bazel.remote.execution.v2 import (
                 remote_execution_pb2,
                 remote_execution_pb2_grpc,
             )
-            from buildgrid.common.protos.google.bytestream import bytestream_pb2, bytestream_pb2_grpc
+            from buildgrid.common.protos.google.bytestream import (
+                bytestream_pb2,
+                bytestream_pb2_grpc,
+            )
 
             host, _, port = self._address.rpartition(":")
             try:
@@ -196,12 +207,12 @@ class RemoteStore:
                 channel.close()
                 raise RemoteUnavailable(f"no answer within {CALL_TIMEOUT:g} s") from None
             self._channel = channel
-            self._stubs = (
-                remote_execution_pb2,
-                remote_execution_pb2_grpc.ContentAddressableStorageStub(channel),
-                remote_execution_pb2_grpc.ActionCacheStub(channel),
-                bytestream_pb2_grpc.ByteStreamStub(channel),
-                bytestream_pb2,
+            self._stubs = _Stubs(
+                re=remote_execution_pb2,
+                cas=remote_execution_pb2_grpc.ContentAddressableStorageStub(channel),
+                ac=remote_execution_pb2_grpc.ActionCacheStub(channel),
+                bs=bytestream_pb2_grpc.ByteStreamStub(channel),
+                bs_pb2=bytestream_pb2,
             )
         return self._stubs
 
@@ -211,7 +222,18 @@ class RemoteStore:
         self._warn(f"remote cache {self.url} is unusable ({why}); lowering locally without it")
 
 
-def _action(key: str) -> tuple[object, list[tuple[object, bytes]]]:
+@dataclass(frozen=True)
+class _Stubs:
+    """The REAPI message modules and service stubs on one channel."""
+
+    re: Any
+    cas: Any
+    ac: Any
+    bs: Any
+    bs_pb2: Any
+
+
+def _action(key: str) -> tuple[Digest, list[tuple[Digest, bytes]]]:
     """The Action digest for `key`, and the Action, Command and input root blobs it names."""
     from buildgrid.common.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
 
@@ -219,15 +241,17 @@ def _action(key: str) -> tuple[object, list[tuple[object, bytes]]]:
         deterministic=True
     )
     root = re.Directory().SerializeToString(deterministic=True)
-    action = re.Action(
-        command_digest=_digest(re, command), input_root_digest=_digest(re, root)
-    ).SerializeToString(deterministic=True)
-    digest = _digest(re, action)
-    return digest, [(digest, action), (_digest(re, command), command), (_digest(re, root), root)]
+    action = re.Action(command_digest=_digest(command), input_root_digest=_digest(root)).SerializeToString(
+        deterministic=True
+    )
+    digest = _digest(action)
+    return digest, [(digest, action), (_digest(command), command), (_digest(root), root)]
 
 
-def _digest(re: object, data: bytes) -> object:
-    return re.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))  # type: ignore[attr-defined]
+def _digest(data: bytes) -> Digest:
+    from buildgrid.common.protos.build.bazel.remote.execution.v2 import remote_execution_pb2 as re
+
+    return re.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
 
 
 def _transfer_timeout(size: int) -> float:

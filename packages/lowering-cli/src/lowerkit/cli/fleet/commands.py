@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from lowerkit.cli.cache.commands import cache_options
 from lowerkit.cli.errors import LoweringError, UsageError
+
+if TYPE_CHECKING:
+    from lowerkit.cli.fleet import runner
 
 
 @click.command("build")
