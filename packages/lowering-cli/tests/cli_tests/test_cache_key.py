@@ -54,7 +54,21 @@ def test_every_option_field_is_in_the_key(ds_cnn, tmp_path):
         options = dataclasses.replace(BASE, **{name: value})
         assert getattr(options, name) != getattr(BASE, name)
         assert key(ds_cnn, options, batches=[]) != key(ds_cnn, BASE, batches=[]), f"field {name} is not in the key"
+        assert cache_key.zoo_key("ds_cnn", options) != cache_key.zoo_key("ds_cnn", BASE), f"field {name} is not in the zoo key"
     assert key(ds_cnn) == base, "the key is not stable within a process"
+
+
+def test_the_zoo_key_names_the_model_and_the_machine_kind(monkeypatch):
+    first = cache_key.zoo_key("ds_cnn", BASE)
+    assert cache_key.zoo_key("ds_cnn", BASE) == first
+    assert cache_key.zoo_key("resnet8", BASE) != first
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default" if os.environ.get("ATEN_CPU_CAPABILITY") != "default" else "avx2")
+    cache_key._toolchain_fingerprint.cache_clear()
+    try:
+        assert cache_key.zoo_key("ds_cnn", BASE) != first, "calibration rounds per CPU kernel kind: it must be in the key"
+    finally:
+        monkeypatch.undo()
+        cache_key._toolchain_fingerprint.cache_clear()
 
 
 def test_an_option_value_the_key_cannot_encode_fails_loudly():
@@ -130,9 +144,11 @@ def test_a_tool_version_changes_the_key(ds_cnn, monkeypatch):
         return "9.9.9" if name == "tosa-tools" else real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
+    zoo_first = cache_key.zoo_key("ds_cnn", BASE)
     cache_key._toolchain_fingerprint.cache_clear()
     try:
         assert key(ds_cnn) != first
+        assert cache_key.zoo_key("ds_cnn", BASE) != zoo_first
     finally:
         monkeypatch.undo()
         cache_key._toolchain_fingerprint.cache_clear()
@@ -159,7 +175,8 @@ options = LowerOptions(targets.get("tosa-int"))
 batches = calibration.load(None, source, warn=[])
 program = torch.export.export(source.module, source.example_inputs)
 exported = ModelSource(name="m", example_inputs=source.example_inputs, exported=program)
-print(json.dumps([lowering_key(source, options, batches), lowering_key(exported, options, batches)]))
+from lowerkit.cli.cache.key import zoo_key
+print(json.dumps([lowering_key(source, options, batches), lowering_key(exported, options, batches), zoo_key("ds_cnn", options)]))
 """
 
 
@@ -174,4 +191,5 @@ def test_keys_are_the_same_in_another_process(ds_cnn):
     assert json.loads(done.stdout) == [
         cache_key.lowering_key(ds_cnn, options, batches),
         cache_key.lowering_key(exported, options, batches),
+        cache_key.zoo_key("ds_cnn", options),
     ]

@@ -75,3 +75,22 @@ def test_a_bad_remote_address_is_a_usage_error(lowerkit, tmp_path):
     outcome = lowerkit("lower", "zoo:conv_linear", "-t", "coreml", "-o", str(tmp_path / "m.pte"), "--cache-remote", "http://x")
     assert outcome.code == 2
     assert "grpc://HOST:PORT" in outcome.err and len(outcome.err.strip().splitlines()) == 1
+
+
+def test_an_unwritable_cache_never_fails_a_lowering(lowerkit, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("LOWERKIT_CACHE_DIR", str(blocker))
+    run = lower(lowerkit, "zoo:conv_linear", "-t", "coreml", "-o", str(tmp_path / "m.pte"))
+    assert run["cache"] == "miss"
+    assert any("could not write the lowering cache" in w for w in run["warnings"]), run["warnings"]
+    assert (tmp_path / "m.pte").stat().st_size == run["pte_bytes"]
+
+
+def test_a_zoo_hit_imports_neither_torch_nor_executorch(tmp_path):
+    from cli_tests.test_startup import HEAVY, loaded, run_cli
+
+    for expected in ("miss", "hit"):
+        out, modules = run_cli(tmp_path, "lower", "zoo:conv_linear", "-t", "tosa-fp", "-o", str(tmp_path / "m.pte"), "--json", "-q")
+        assert json.loads(out)["cache"] == expected
+    assert loaded(modules, HEAVY) == []

@@ -65,7 +65,7 @@ def test_shards_split_the_fleet_without_overlap(tmp_path):
             spec.shard(jobs, bad)
 
 
-def test_a_failing_model_does_not_stop_the_others_and_is_named(lowerkit, tmp_path):
+def test_a_failing_model_does_not_stop_the_others_and_is_named(lowerkit, tmp_path, monkeypatch):
     fleet = tmp_path / "FLEET.toml"
     fleet.write_text(
         textwrap.dedent(
@@ -96,6 +96,11 @@ def test_a_failing_model_does_not_stop_the_others_and_is_named(lowerkit, tmp_pat
     assert "2 from the cache" in second.out, second.out
     assert "FAILED: cannot import 'no_such_package.models'" in second.out
     assert (out / "conv_linear.coreml.pte").read_bytes() == pte
+
+    # Another cache folder is another cache, in the same process too.
+    monkeypatch.setenv("LOWERKIT_CACHE_DIR", str(tmp_path / "other-cache"))
+    third = lowerkit("build", str(fleet), "-o", str(out), "--json", "-q")
+    assert [r["cache"] for r in json.loads(third.out)["jobs"]] == ["miss", "miss", "-"]
 
 
 def test_list_prints_the_shards_jobs_without_lowering(lowerkit, tmp_path):

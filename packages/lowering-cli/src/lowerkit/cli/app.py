@@ -109,14 +109,12 @@ def lower_command(
         from lowerkit.cli.coreml import compile_options
 
         compile_options(target, pass_names)  # validates the names before any work
-    from lowerkit.cli import model_source
     from lowerkit.cli.cache import cached
     from lowerkit.cli.progress import Steps
 
     cache = cache_commands.settings(
         no_cache=no_cache, cache_remote=cache_remote, cache_remote_read_only=cache_remote_read_only
     )
-    source = model_source.load(model)
     steps = Steps.for_terminal(quiet=quiet)
     options = LowerOptions(
         target,
@@ -124,7 +122,7 @@ def lower_command(
         pass_names=tuple(pass_names) if pass_names is not None else None,
         verify=verify,
     )
-    lowered = cached.lower(source, options, steps=steps, cache=cache)
+    lowered = cached.lower_model(model, options, steps=steps, cache=cache)
     write_bytes_atomically(output, lowered.pte)
     if mlpackage is not None:
         from lowerkit.cli.coreml_payload import write_mlpackage

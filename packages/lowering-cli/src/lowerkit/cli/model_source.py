@@ -25,9 +25,6 @@ class ModelSource:
     exported: torch.export.ExportedProgram | None = None
     #: Deterministic calibration batches, when the source knows how to make them.
     sampler: Callable[[int], list[Inputs]] | None = None
-    #: Names the code that builds `module`'s graph when that code is lowerkit's own (zoo:NAME),
-    #: so a cache key can digest the weights instead of exporting (lowerkit.cli.cache.key).
-    code: str | None = None
 
     def export(self) -> torch.export.ExportedProgram:
         """The model as an ExportedProgram (exported now when given as a module)."""
@@ -68,7 +65,6 @@ def _from_zoo(name: str) -> ModelSource:
         example_inputs=entry.example_inputs(),
         module=entry.module(),
         sampler=lambda count: entry.calibration(count),
-        code=f"lowerkit.zoo:{entry.name}",
     )
 
 

@@ -55,14 +55,23 @@ class Entry:
             raise CorruptEntry(f"the entry header is not JSON ({error})") from None
         if not newline or header.get("format") != FORMAT or header.get("key") != key:
             raise CorruptEntry("the entry is for another key or format")
-        blobs: dict[str, bytes] = {}
-        offset = 0
-        for blob in header["blobs"]:
-            data_ = payload[offset : offset + blob["size"]]
-            offset += blob["size"]
-            if len(data_) != blob["size"] or hashlib.sha256(data_).hexdigest() != blob["sha256"]:
-                raise CorruptEntry(f"blob '{blob['name']}' does not match its digest")
-            blobs[blob["name"]] = data_
-        if offset != len(payload):
-            raise CorruptEntry("the entry has trailing bytes")
-        return cls(key=key, summary=header["summary"], blobs=blobs)
+        try:
+            blobs = _blobs(header["blobs"], payload)
+            summary = dict(header["summary"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptEntry(f"the entry header is malformed ({type(error).__name__})") from None
+        return cls(key=key, summary=summary, blobs=blobs)
+
+
+def _blobs(listed: list[dict[str, Any]], payload: bytes) -> dict[str, bytes]:
+    blobs: dict[str, bytes] = {}
+    offset = 0
+    for blob in listed:
+        data = payload[offset : offset + blob["size"]]
+        offset += blob["size"]
+        if len(data) != blob["size"] or hashlib.sha256(data).hexdigest() != blob["sha256"]:
+            raise CorruptEntry(f"blob '{blob['name']}' does not match its digest")
+        blobs[str(blob["name"])] = data
+    if offset != len(payload):
+        raise CorruptEntry("the entry has trailing bytes")
+    return blobs

@@ -1,18 +1,27 @@
 """The cache key: one SHA-256 over everything that decides a lowering's bytes.
 
 Covered: every field of `LowerOptions` (walked generically, files named by path digested by
-content), the exported program (graph, signature, every weight and constant; for a zoo model,
-whose code is lowerkit's and digested with it, the module's weights instead), the example
-inputs' shapes and dtypes, the calibration tensors, the source of lowerkit's packages and the
-versions of the toolchain. Nothing here lowers; exporting is cheap next to lowering.
+content), the exported program (graph, signature, every weight and constant), the example
+inputs' shapes and dtypes, the calibration tensors, the source of lowerkit's packages, the
+versions of the toolchain and the machine's kind of CPU kernels (calibration rounds
+differently on AVX-512, AVX2 and scalar kernels). Nothing here lowers; exporting is cheap
+next to lowering.
+
+A `zoo:NAME` model needs none of that built: its module, weights, example inputs and
+calibration sampler are a function of lowerkit's zoo source (digested) and torch's version,
+the same on every machine (`lowerkit.zoo.registry.portable_init`), so `zoo_key` digests the
+name instead, and a hit imports neither torch nor ExecuTorch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import hashlib
 import importlib.metadata
+import os
+import platform
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -44,6 +53,12 @@ LOWERKIT_PACKAGES = (
     ("lowerkit", "zoo"),
 )
 
+#: CPU flags that choose torch's kernels (x86: AVX-512 / AVX2 / scalar; Arm: NEON / SVE).
+VECTOR_FLAGS = frozenset(
+    {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
+     "amx_tile", "asimd", "sve", "sve2", "bf16", "i8mm"}
+)
+
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -68,16 +83,20 @@ def lowering_key(source: ModelSource, options: LowerOptions, calibration: Sequen
     digest.add("format", KEY_FORMAT)
     digest.add("model-name", source.name)
     digest.add("options", options_fingerprint(options))
-    if source.exported is None and source.code is not None and source.module is not None:
-        # lowerkit's own model code (its source is in the toolchain digest) and the weights
-        # decide the exported program: no need to export (and import torch._dynamo) for a hit.
-        digest.add("program-code", source.code)
-        digest.add("module", module_fingerprint(source.module))
-    else:
-        digest.add("program", program_fingerprint(source.export()))
+    digest.add("program", program_fingerprint(source.export()))
     digest.add("example-inputs", _tensors_fingerprint(source.example_inputs, values=False))
     for index, batch in enumerate(calibration):
         digest.add(f"calibration-{index}", _tensors_fingerprint(batch, values=True))
+    digest.add("toolchain", toolchain_fingerprint())
+    return digest.hexdigest()
+
+
+def zoo_key(name: str, options: LowerOptions) -> str:
+    """The hex SHA-256 naming the lowering of zoo model `name` with `options` (no torch import)."""
+    digest = _Digest()
+    digest.add("format", KEY_FORMAT)
+    digest.add("zoo-model", name)
+    digest.add("options", options_fingerprint(options))
     digest.add("toolchain", toolchain_fingerprint())
     return digest.hexdigest()
 
@@ -139,18 +158,6 @@ def program_fingerprint(program: torch.export.ExportedProgram) -> str:
     return digest.hexdigest()
 
 
-def module_fingerprint(module: torch.nn.Module) -> str:
-    """SHA-256 of an eager module's structure, train/eval modes, parameters and buffers."""
-    digest = _Digest()
-    digest.add("structure", _ADDRESS.sub("", repr(module)))
-    digest.add("modes", "".join("t" if m.training else "e" for m in module.modules()))
-    for kind, named in (("parameter", module.named_parameters), ("buffer", module.named_buffers)):
-        for name, tensor in named(remove_duplicate=False):
-            digest.add(f"{kind}-name", name)
-            digest.add(f"{kind}-value", _tensor_bytes(tensor))
-    return digest.hexdigest()
-
-
 def toolchain_fingerprint() -> str:
     """The versions of the toolchain and of lowerkit's packages, and the digest of lowerkit's source."""
     return _toolchain_fingerprint()
@@ -158,12 +165,24 @@ def toolchain_fingerprint() -> str:
 
 @cache
 def _toolchain_fingerprint() -> str:
-    lines = [f"python={sys.version_info.major}.{sys.version_info.minor}"]
+    lines = [f"python={sys.version_info.major}.{sys.version_info.minor}", f"machine={machine_fingerprint()}"]
     lines += [f"{name}={distribution_version(name)}" for name in TOOLCHAIN]
     for distribution, package in LOWERKIT_PACKAGES:
         lines.append(f"{distribution}={distribution_version(distribution)}")
         lines.append(f"lowerkit.{package} source={_source_digest(package)}")
     return "\n".join(lines)
+
+
+def machine_fingerprint() -> str:
+    """The machine's kind of CPU kernels: architecture, ATEN_CPU_CAPABILITY and the vector ISA flags."""
+    flags: set[str] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = set(line.partition(":")[2].split()) & VECTOR_FLAGS
+                break
+    capability = os.environ.get("ATEN_CPU_CAPABILITY", "")
+    return f"{platform.machine()} capability={capability or 'auto'} flags={','.join(sorted(flags))}"
 
 
 def distribution_version(name: str) -> str:

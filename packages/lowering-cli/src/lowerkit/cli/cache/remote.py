@@ -104,8 +104,7 @@ class RemoteStore:
         files = [f for f in result.output_files if f.path == _OUTPUT]
         if len(files) != 1:
             return None
-        data = self._read_blob(files[0].digest)
-        return data
+        return self._read_blob(files[0].digest)
 
     def _put(self, key: str, data: bytes) -> None:
         stubs = self._connect()
@@ -139,20 +138,32 @@ class RemoteStore:
             timeout=CALL_TIMEOUT,
         )
 
-    def _read_blob(self, digest: Digest) -> bytes:
+    def _read_blob(self, digest: Digest) -> bytes | None:
+        """The blob, checked against `digest`; None when the CAS no longer holds it (a miss)."""
+        import grpc
+
         stubs = self._connect()
         size = digest.size_bytes
         if size <= BATCH_LIMIT:
             response = stubs.cas.BatchReadBlobs(
                 stubs.re.BatchReadBlobsRequest(instance_name=self._instance, digests=[digest]), timeout=CALL_TIMEOUT
             )
-            if len(response.responses) != 1 or response.responses[0].status.code != 0:
-                raise RemoteUnavailable("the server lost a blob its action cache names")
+            if len(response.responses) != 1:
+                raise RemoteUnavailable("the server answered a one-blob read with another count")
+            if response.responses[0].status.code == grpc.StatusCode.NOT_FOUND.value[0]:
+                return None
+            if response.responses[0].status.code != 0:
+                raise RemoteUnavailable(f"blob read failed: {response.responses[0].status.message}")
             data = bytes(response.responses[0].data)
         else:
             name = f"{self._prefix()}blobs/{digest.hash}/{size}"
             stream = stubs.bs.Read(stubs.bs_pb2.ReadRequest(resource_name=name), timeout=_transfer_timeout(size))
-            data = b"".join(chunk.data for chunk in stream)
+            try:
+                data = b"".join(chunk.data for chunk in stream)
+            except grpc.RpcError as error:
+                if getattr(error, "code", lambda: None)() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise
         if len(data) != size or hashlib.sha256(data).hexdigest() != digest.hash:
             raise RemoteUnavailable("a blob from the server does not match its digest")
         return data

@@ -62,7 +62,7 @@ class LocalStore:
         path = self.path(key)
         try:
             data = path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # absent, or unreadable: a miss
             return None
         try:
             entry = Entry.decode(data, key=key)

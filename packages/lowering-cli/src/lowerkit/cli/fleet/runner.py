@@ -8,9 +8,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowerkit.cli.fleet.spec import Job
+
+if TYPE_CHECKING:
+    from lowerkit.cli.cache.cached import CacheSettings
 
 
 @dataclass(frozen=True)
@@ -53,16 +56,17 @@ def run(
 
 def _outcomes(jobs: list[Job], out_dir: Path, workers: int, cache: CacheArgs) -> Iterator[tuple[Job, Row]]:
     if workers <= 1 or len(jobs) <= 1:
+        settings = _settings(cache)
         for job in jobs:
-            yield job, lower_job(job, out_dir, cache)
+            yield job, lower_job(job, out_dir, settings)
         return
     # spawn: torch and ExecuTorch are not fork-safe once imported.
     context = multiprocessing.get_context("spawn")
-    from lowerkit.cli.entry import quiet_libraries
-
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=quiet_libraries)
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)), mp_context=context, initializer=_start_worker, initargs=(cache,)
+    )
     with pool:
-        futures = {pool.submit(lower_job, job, out_dir, cache): job for job in jobs}
+        futures = {pool.submit(_lower_in_worker, job, out_dir): job for job in jobs}
         for future in as_completed(futures):
             job = futures[future]
             try:
@@ -71,11 +75,27 @@ def _outcomes(jobs: list[Job], out_dir: Path, workers: int, cache: CacheArgs) ->
                 yield job, _failed(job, out_dir, 0.0, f"worker failed: {type(error).__name__}: {error}")
 
 
-def lower_job(job: Job, out_dir: Path, cache: CacheArgs) -> Row:
-    """Lower one job and write its .pte; any error becomes the row's one-line `error`."""
+#: The worker process's CacheSettings (set by `_start_worker`).
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(cache: CacheArgs) -> None:
+    """Set up a worker process: quiet libraries, one CacheSettings (a dead remote warns once per worker)."""
+    from lowerkit.cli.entry import quiet_libraries
+
+    quiet_libraries()
+    _WORKER["settings"] = _settings(cache)
+
+
+def _lower_in_worker(job: Job, out_dir: Path) -> Row:
+    return lower_job(job, out_dir, _WORKER["settings"])
+
+
+def lower_job(job: Job, out_dir: Path, settings: CacheSettings) -> Row:
+    """Lower one job through the cache and write its .pte; any error becomes the row's one-line `error`."""
     start = time.perf_counter()
     try:
-        return _lower(job, out_dir, cache, start)
+        return _lower(job, out_dir, settings, start)
     except Exception as error:
         from lowerkit.cli.errors import CliError
 
@@ -83,10 +103,10 @@ def lower_job(job: Job, out_dir: Path, cache: CacheArgs) -> Row:
         return _failed(job, out_dir, time.perf_counter() - start, text.strip().splitlines()[0] if text.strip() else "no detail")
 
 
-def _lower(job: Job, out_dir: Path, cache: CacheArgs, start: float) -> Row:
-    from lowerkit.cli import model_source, targets
+def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Row:
+    from lowerkit.cli import targets
     from lowerkit.cli.app import _short_verification
-    from lowerkit.cli.cache import cached, commands
+    from lowerkit.cli.cache import cached
     from lowerkit.cli.options import LowerOptions
     from lowerkit.cli.progress import Steps
     from lowerkit.pass_infra.files import write_bytes_atomically
@@ -95,12 +115,10 @@ def _lower(job: Job, out_dir: Path, cache: CacheArgs, start: float) -> Row:
         from lowerkit.cli.coreml import compile_options
 
         compile_options(targets.get(job.target), list(job.coreml_passes))
-    settings = _settings(cache, commands)
-    source = model_source.load(job.model)
     options = LowerOptions(
         targets.get(job.target), calibration_path=job.calibration, pass_names=job.coreml_passes, verify=job.verify
     )
-    lowered = cached.lower(source, options, steps=Steps(show=False), cache=settings)
+    lowered = cached.lower_model(job.model, options, steps=Steps(show=False), cache=settings)
     output = out_dir / job.output_name
     write_bytes_atomically(output, lowered.pte)
     return Row(
@@ -114,16 +132,13 @@ def _lower(job: Job, out_dir: Path, cache: CacheArgs, start: float) -> Row:
     )
 
 
-_SETTINGS: dict[CacheArgs, Any] = {}
+def _settings(cache: CacheArgs) -> CacheSettings:
+    from lowerkit.cli.cache import commands
 
-
-def _settings(cache: CacheArgs, commands: Any) -> Any:
-    """One CacheSettings per worker process, so a dead remote warns once per process."""
-    if cache not in _SETTINGS:
-        _SETTINGS[cache] = commands.settings(
-            no_cache=cache.no_cache, cache_remote=cache.remote, cache_remote_read_only=cache.remote_read_only
-        )
-    return _SETTINGS[cache]
+    settings: CacheSettings = commands.settings(
+        no_cache=cache.no_cache, cache_remote=cache.remote, cache_remote_read_only=cache.remote_read_only
+    )
+    return settings
 
 
 def _failed(job: Job, out_dir: Path, seconds: float, error: str) -> Row:
