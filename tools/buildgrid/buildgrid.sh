@@ -55,7 +55,10 @@ install() {
 config() {
   local port="$1"
   mkdir -p "$state/cas"
+  # Pants asks up to 128 RPCs at once (remote_cache_rpc_concurrency): serve them, do not refuse.
   cat > "$state/config.yml" <<YAML
+thread-pool-size: 64
+maximum-concurrent-rpcs: 2048
 server:
   - !channel
     address: "127.0.0.1:$port"

@@ -194,7 +194,7 @@ def distribution_version(name: str) -> str:
 
 
 def _source_digest(package: str) -> str:
-    import lowerkit
+    import lowerkit  # pants: no-infer-dep (the namespace package: every lowerkit source root)
 
     digest = _Digest()
     for root in lowerkit.__path__:
