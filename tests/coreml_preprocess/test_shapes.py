@@ -23,6 +23,7 @@ def test_enumerated_shapes_reach_the_core_ml_model_and_the_compile_specs():
     enumerated = spec_input.type.multiArrayType.enumeratedShapes.shapes
     assert sorted(tuple(s.shape) for s in enumerated) == [(1, 3, 16, 16), (1, 3, 24, 24), (1, 3, 32, 32)]
     assert lowering.fully_delegated
+    assert lowering.program is not None
     (delegate,) = [n for n in lowering.program.graph_module.children()]
     specs = CoreMLCompileOptions.from_compile_specs(delegate.compile_specs)
     assert specs.enumerated_shapes == {"x": ((1, 3, 16, 16), (1, 3, 32, 32), (1, 3, 24, 24))}

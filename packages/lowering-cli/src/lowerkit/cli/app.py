@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lowerkit.cli import atomic, debug_command, inspect_pte, targets
+from lowerkit.cli.cache import commands as cache_commands
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
+from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
 from lowerkit.pass_infra.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
@@ -85,6 +87,7 @@ def zoo_command(as_json: bool) -> None:
 @click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable; see 'lowerkit debug').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+@cache_commands.cache_options
 def lower_command(
     model: str,
     target_name: str,
@@ -108,6 +111,9 @@ def lower_command(
     keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    no_cache: bool,
+    cache_remote: str | None,
+    cache_remote_read_only: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, FILE.pt2 or package.module:factory) to a .pte."""
     target = targets.get(target_name)
@@ -142,13 +148,19 @@ def lower_command(
         from lowerkit.cli.coreml import parse_shapes
 
         enumerated = tuple(parse_shapes(shapes).items())
-    from lowerkit.cli import lowering, model_source
+    from lowerkit.cli.cache import cached
     from lowerkit.cli.progress import Steps
 
-    source = model_source.load(model)
+    cache = cache_commands.settings(
+        no_cache=no_cache, cache_remote=cache_remote, cache_remote_read_only=cache_remote_read_only
+    )
     steps = Steps.for_terminal(quiet=quiet)
-    from lowerkit.cli import keep_float as kept
+    kept_float: tuple[str, ...] = ()
+    if keep_float:  # checked against the model's modules, so the model is loaded here
+        from lowerkit.cli import keep_float as kept
+        from lowerkit.cli import model_source
 
+        kept_float = kept.check(keep_float, model_source.load(model), target)
     options = LowerOptions(
         target,
         calibration_path=calibration,
@@ -157,9 +169,9 @@ def lower_command(
         recipe=recipe,
         shapes=enumerated,
         **arm_settings,
-        keep_float=kept.check(keep_float, source, target),
+        keep_float=kept_float,
     )
-    lowered = lowering.lower(source, options, steps=steps)
+    lowered = cached.lower_model(model, options, steps=steps, cache=cache)
     write_bytes_atomically(output, lowered.pte)
     for kind, path in (("bundle", bundle), ("etrecord", etrecord)):
         if path is not None:
@@ -185,6 +197,7 @@ def lower_command(
         return
     click.echo(
         f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s"
+        f" (cache {lowered.cache})"
     )
     for kind, path in (("bundled program", bundle), ("ETRecord", etrecord)):
         if path is not None:
@@ -415,10 +428,13 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "verification": lowered.verification,
         "warnings": lowered.warnings,
         **({"npu": lowered.npu} if lowered.npu else {}),
+        "cache": lowered.cache,
     }
 
 
 main.add_command(debug_command.debug_command)
+main.add_command(cache_commands.cache_group)
+main.add_command(fleet_commands.build_command)
 
 
 def run_app(argv: list[str] | None = None) -> None:

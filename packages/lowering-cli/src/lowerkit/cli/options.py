@@ -2,15 +2,19 @@
 
 `lowering.lower` takes a `LowerOptions`; every setting that can change the output bytes is a
 field here (and nowhere else), so that whatever keys a lowering (the cache, reports) can cover
-all of them by walking the fields.
+all of them by walking the fields. Fields marked `OUTPUT` name where to write an extra output:
+what keys a lowering counts whether they are asked for, not where they go.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lowerkit.cli.targets import Target
+
+#: Field metadata of an output location (its presence matters to the lowering, not its path).
+OUTPUT = {"output": True}
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,8 @@ class LowerOptions:
     #: Quantize activations to int16, weights to int8 (Ethos-U; implied by tosa-int16).
     a16w8: bool = False
     #: Also write a bundled program (.bpte: inputs and reference outputs) / an ETRecord here.
-    bundle_path: Path | None = None
-    etrecord_path: Path | None = None
+    bundle_path: Path | None = field(default=None, metadata=OUTPUT)
+    etrecord_path: Path | None = field(default=None, metadata=OUTPUT)
     #: Ethos-U: fail, writing nothing, when Vela's SRAM / flash use passes these (bytes).
     sram_budget: int | None = None
     flash_budget: int | None = None

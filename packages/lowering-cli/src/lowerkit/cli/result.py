@@ -33,3 +33,5 @@ class Lowered:
     npu: dict[str, Any] = field(default_factory=dict)
     #: Extra outputs by kind ("bundle": .bpte bytes, "etrecord": ETRecord bytes).
     extras: dict[str, bytes] = field(default_factory=dict, repr=False)
+    #: How the lowering cache served it: "hit", "miss" or "off".
+    cache: str = "off"

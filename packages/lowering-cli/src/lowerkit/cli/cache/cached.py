@@ -1,0 +1,143 @@
+"""A lowering through the cache: key it, serve a verified entry, or lower and store the result.
+
+`lower_model` takes the MODEL argument: a `zoo:NAME` hit builds nothing and imports neither
+torch nor ExecuTorch (see `key.zoo_key`); `lower` takes a loaded `ModelSource`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lowerkit.cli.cache.entry import CorruptEntry, Entry
+from lowerkit.cli.cache.remote import RemoteStore
+from lowerkit.cli.cache.store import LocalStore
+from lowerkit.cli.options import LowerOptions
+from lowerkit.cli.progress import Steps
+from lowerkit.cli.result import Lowered
+
+if TYPE_CHECKING:
+    from lowerkit.cli.model_source import ModelSource
+
+_TOSA = "tosa/"
+_EXTRA = "extra/"
+
+
+@dataclass
+class CacheSettings:
+    """Where lowerings are cached: off, a local store, and optionally a remote one."""
+
+    enabled: bool = True
+    local: LocalStore = field(default_factory=LocalStore)
+    remote: RemoteStore | None = None
+
+
+def lower_model(model: str, options: LowerOptions, *, steps: Steps, cache: CacheSettings) -> Lowered:
+    """Lower the MODEL argument (`zoo:NAME`, FILE.pt2, package.module:factory) through the cache."""
+    from lowerkit.zoo import catalogue
+
+    name = model.removeprefix("zoo:")
+    if not cache.enabled or not model.startswith("zoo:") or name not in catalogue.names():
+        from lowerkit.cli import model_source
+
+        return lower(model_source.load(model), options, steps=steps, cache=cache)
+    from lowerkit.cli.cache.key import zoo_key
+
+    with steps.step("cache key"):
+        key = zoo_key(name, options)
+    with steps.step("cache lookup"):
+        entry = _lookup(key, cache)
+    if entry is not None:
+        return _from_entry(entry, name, options, steps)
+    from lowerkit.cli import model_source
+
+    return _lower_and_store(key, model_source.load(model), options, steps, cache)
+
+
+def lower(source: ModelSource, options: LowerOptions, *, steps: Steps, cache: CacheSettings) -> Lowered:
+    """`lowering.lower` through the cache; `Lowered.cache` says hit, miss or off."""
+    from lowerkit.cli import lowering
+
+    if not cache.enabled:
+        lowered = lowering.lower(source, options, steps=steps)
+        lowered.cache = "off"
+        return lowered
+    from lowerkit.cli import calibration
+    from lowerkit.cli.cache.key import lowering_key
+
+    with steps.step("cache key"):
+        batches = calibration.load(options.calibration_path, source, warn=[]) if options.target.calibrates else []
+        key = lowering_key(source, options, batches)
+    with steps.step("cache lookup"):
+        entry = _lookup(key, cache)
+    if entry is not None:
+        return _from_entry(entry, source.name, options, steps)
+    return _lower_and_store(key, source, options, steps, cache)
+
+
+def _lower_and_store(key: str, source: ModelSource, options: LowerOptions, steps: Steps, cache: CacheSettings) -> Lowered:
+    from lowerkit.cli import lowering
+
+    lowered = lowering.lower(source, options, steps=steps)
+    lowered.cache = "miss"
+    data = _to_entry(key, lowered).encode()
+    try:
+        cache.local.put_bytes(key, data)
+    except OSError as error:  # a full or read-only disk must not fail the lowering
+        lowered.warnings.append(
+            f"could not write the lowering cache in {cache.local.directory} ({error.strerror or error}); "
+            "set LOWERKIT_CACHE_DIR to a writable folder or pass --no-cache"
+        )
+    if cache.remote is not None:
+        cache.remote.put(key, data)
+    return lowered
+
+
+def _lookup(key: str, cache: CacheSettings) -> Entry | None:
+    entry = cache.local.get(key)
+    if entry is not None or cache.remote is None:
+        return entry
+    data = cache.remote.get(key)
+    if data is None:
+        return None
+    try:
+        entry = Entry.decode(data, key=key)
+    except CorruptEntry:
+        return None
+    with contextlib.suppress(OSError):
+        cache.local.put_bytes(key, data)
+    return entry
+
+
+def _to_entry(key: str, lowered: Lowered) -> Entry:
+    summary: dict[str, Any] = {
+        "model": lowered.model,
+        "target": lowered.target.name,
+        "seconds": lowered.seconds,
+        "passes": lowered.passes,
+        "cpu_ops": lowered.cpu_ops,
+        "warnings": lowered.warnings,
+        "verification": lowered.verification,
+        "npu": lowered.npu,
+    }
+    blobs = {
+        "pte": lowered.pte,
+        **{_TOSA + name: data for name, data in lowered.tosa.items()},
+        **{_EXTRA + kind: data for kind, data in lowered.extras.items()},
+    }
+    return Entry(key=key, summary=summary, blobs=blobs)
+
+
+def _from_entry(entry: Entry, model: str, options: LowerOptions, steps: Steps) -> Lowered:
+    summary = entry.summary
+    lowered = Lowered(model=model, target=options.target, pte=entry.blobs["pte"], seconds=steps.seconds)
+    lowered.tosa = {name.removeprefix(_TOSA): data for name, data in entry.blobs.items() if name.startswith(_TOSA)}
+    lowered.passes = list(summary.get("passes", []))
+    lowered.cpu_ops = list(summary.get("cpu_ops", []))
+    lowered.warnings = list(summary.get("warnings", []))
+    lowered.verification = dict(summary.get("verification", {}))
+    lowered.npu = dict(summary.get("npu", {}))
+    lowered.extras = {name.removeprefix(_EXTRA): data for name, data in entry.blobs.items() if name.startswith(_EXTRA)}
+    lowered.cache = "hit"
+    return lowered

@@ -1,0 +1,245 @@
+"""The cache key: one SHA-256 over everything that decides a lowering's bytes.
+
+Covered: every field of `LowerOptions` (walked generically, files named by path digested by
+content), the exported program (graph, signature, every weight and constant), the example
+inputs' shapes and dtypes, the calibration tensors, the source of lowerkit's packages, the
+versions of the toolchain and the machine's kind of CPU kernels (calibration rounds
+differently on AVX-512, AVX2 and scalar kernels). Nothing here lowers; exporting is cheap
+next to lowering.
+
+A `zoo:NAME` model needs none of that built: its module, weights, example inputs and
+calibration sampler are a function of lowerkit's zoo source (digested) and torch's version,
+the same on every machine (`lowerkit.zoo.registry.portable_init`), so `zoo_key` digests the
+name instead, and a hit imports neither torch nor ExecuTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import hashlib
+import importlib.metadata
+import os
+import platform
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lowerkit.cli.options import LowerOptions
+
+if TYPE_CHECKING:
+    import torch
+
+    from lowerkit.cli.model_source import Inputs, ModelSource
+
+#: Bumped when the key or the entry layout changes meaning.
+KEY_FORMAT = "lowerkit-lowering-cache-1"
+
+#: Distributions whose versions decide the bytes.
+TOOLCHAIN = ("torch", "executorch", "coremltools", "torchao", "tosa-tools", "ethos-u-vela", "numpy")
+
+#: lowerkit's packages: their versions and their source (a source edit is a new key).
+LOWERKIT_PACKAGES = (
+    ("lowerkit-pass-infra", "pass_infra"),
+    ("lowerkit-arm-passes", "arm_passes"),
+    ("lowerkit-coreml-quantizer", "coreml_quantizer"),
+    ("lowerkit-coreml-compiler-ops", "coreml_compiler_ops"),
+    ("lowerkit-coreml-preprocess", "coreml_preprocess"),
+    ("lowerkit", "cli"),
+    ("lowerkit", "zoo"),
+)
+
+#: CPU flags that choose torch's kernels (x86: AVX-512 / AVX2 / scalar; Arm: NEON / SVE).
+VECTOR_FLAGS = frozenset(
+    {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
+     "amx_tile", "asimd", "sve", "sve2", "bf16", "i8mm"}
+)
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+class _Digest:
+    """A SHA-256 fed with tagged, length-prefixed fields (no two inputs collide by concatenation)."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def add(self, tag: str, data: bytes | str) -> None:
+        raw = data.encode() if isinstance(data, str) else data
+        self._hash.update(f"{tag}:{len(raw)}:".encode())
+        self._hash.update(raw)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def lowering_key(source: ModelSource, options: LowerOptions, calibration: Sequence[Inputs]) -> str:
+    """The hex SHA-256 naming the lowering of `source` with `options` on `calibration`."""
+    digest = _Digest()
+    digest.add("format", KEY_FORMAT)
+    digest.add("model-name", source.name)
+    digest.add("options", options_fingerprint(options))
+    digest.add("program", program_fingerprint(source.export()))
+    digest.add("example-inputs", _tensors_fingerprint(source.example_inputs, values=False))
+    for index, batch in enumerate(calibration):
+        digest.add(f"calibration-{index}", _tensors_fingerprint(batch, values=True))
+    digest.add("toolchain", toolchain_fingerprint())
+    return digest.hexdigest()
+
+
+def zoo_key(name: str, options: LowerOptions) -> str:
+    """The hex SHA-256 naming the lowering of zoo model `name` with `options` (no torch import)."""
+    digest = _Digest()
+    digest.add("format", KEY_FORMAT)
+    digest.add("zoo-model", name)
+    digest.add("options", options_fingerprint(options))
+    digest.add("toolchain", toolchain_fingerprint())
+    return digest.hexdigest()
+
+
+def options_fingerprint(options: LowerOptions) -> str:
+    """Every field of `options`, by name, as text (input paths by content, output locations by
+    whether they are asked for); a field of unknown type fails."""
+    return "\n".join(
+        f"{field.name}={_encode(_requested(field, getattr(options, field.name)))}"
+        for field in dataclasses.fields(options)
+    )
+
+
+def _requested(field: dataclasses.Field[Any], value: Any) -> Any:
+    """An output location's value in the key: whether it is asked for (see `options.OUTPUT`)."""
+    return value is not None if field.metadata.get("output") else value
+
+
+def _encode(value: Any) -> str:
+    if value is None or isinstance(value, bool | int | float | str):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, enum.Enum):
+        return f"enum:{type(value).__name__}.{value.name}"
+    if isinstance(value, Path):
+        return f"path:{path_digest(value)}"
+    if isinstance(value, tuple | list):
+        return "[" + ",".join(_encode(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_encode(k)}:{_encode(v)}" for k, v in sorted(value.items(), key=repr)) + "}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        inner = ",".join(f"{f.name}={_encode(getattr(value, f.name))}" for f in dataclasses.fields(value))
+        return f"{type(value).__name__}({inner})"
+    raise TypeError(
+        f"the lowering cache key cannot encode a {type(value).__name__} option value; "
+        "teach lowerkit.cli.cache.key._encode that type"
+    )
+
+
+def path_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, or of a folder's relative names and file bytes; 'missing' if absent."""
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    if path.is_dir():
+        digest = _Digest()
+        for item in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.add("name", item.relative_to(path).as_posix())
+            digest.add("bytes", hashlib.sha256(item.read_bytes()).hexdigest())
+        return "dir:" + digest.hexdigest()
+    return "missing"
+
+
+def program_fingerprint(program: torch.export.ExportedProgram) -> str:
+    """SHA-256 of an exported program's graph, signature, range constraints, weights and constants."""
+    digest = _Digest()
+    digest.add("graph", _ADDRESS.sub("", str(program.graph)))
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        digest.add("node", f"{node.name}:{_value_spec(value)}")
+    digest.add("signature", _ADDRESS.sub("", str(program.graph_signature)))
+    digest.add("ranges", repr(sorted((str(k), str(v)) for k, v in program.range_constraints.items())))
+    for kind, tensors in (("state", program.state_dict), ("constant", program.constants)):
+        for name in sorted(tensors):
+            tensor = tensors[name]
+            digest.add(f"{kind}-name", name)
+            digest.add(f"{kind}-value", _tensor_bytes(tensor) if _is_tensor(tensor) else _ADDRESS.sub("", repr(tensor)))
+    return digest.hexdigest()
+
+
+def toolchain_fingerprint() -> str:
+    """The versions of the toolchain and of lowerkit's packages, and the digest of lowerkit's source."""
+    return _toolchain_fingerprint()
+
+
+@cache
+def _toolchain_fingerprint() -> str:
+    lines = [f"python={sys.version_info.major}.{sys.version_info.minor}", f"machine={machine_fingerprint()}"]
+    lines += [f"{name}={distribution_version(name)}" for name in TOOLCHAIN]
+    for distribution, package in LOWERKIT_PACKAGES:
+        lines.append(f"{distribution}={distribution_version(distribution)}")
+        lines.append(f"lowerkit.{package} source={_source_digest(package)}")
+    return "\n".join(lines)
+
+
+def machine_fingerprint() -> str:
+    """The machine's kind of CPU kernels: architecture, ATEN_CPU_CAPABILITY and the vector ISA flags."""
+    flags: set[str] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = set(line.partition(":")[2].split()) & VECTOR_FLAGS
+                break
+    capability = os.environ.get("ATEN_CPU_CAPABILITY", "")
+    return f"{platform.machine()} capability={capability or 'auto'} flags={','.join(sorted(flags))}"
+
+
+def distribution_version(name: str) -> str:
+    """The installed version of distribution `name`, or 'absent'."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _source_digest(package: str) -> str:
+    import lowerkit  # pants: no-infer-dep (the namespace package: every lowerkit source root)
+
+    digest = _Digest()
+    for root in lowerkit.__path__:
+        folder = Path(root) / package
+        for item in sorted(folder.rglob("*.py")) if folder.is_dir() else ():
+            digest.add("name", item.relative_to(folder).as_posix())
+            digest.add("bytes", item.read_bytes())
+    return digest.hexdigest()
+
+
+def _tensors_fingerprint(tensors: Iterable[Any], *, values: bool) -> str:
+    digest = _Digest()
+    for tensor in tensors:
+        digest.add("spec", _value_spec(tensor))
+        if values and _is_tensor(tensor):
+            digest.add("bytes", _tensor_bytes(tensor))
+    return digest.hexdigest()
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _value_spec(value: Any) -> str:
+    if _is_tensor(value):
+        return f"{value.dtype}{tuple(value.shape)}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_value_spec(v) for v in value) + "]"
+    return type(value).__name__ if value is not None else "-"
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> bytes:
+    import torch
+
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    prefix = f"{flat.dtype}{tuple(tensor.shape)}".encode()
+    if flat.numel() == 0:
+        return prefix
+    return prefix + flat.view(torch.uint8).numpy().tobytes()

@@ -1,0 +1,1 @@
+"""Fleet builds: many models x targets from one FLEET.toml, in worker processes, through the cache."""

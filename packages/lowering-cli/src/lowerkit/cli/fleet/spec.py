@@ -1,0 +1,176 @@
+"""FLEET.toml: the lowerings of a fleet, checked before anything runs (errors name the line).
+
+    [defaults]                      # optional, for every [[lower]] below
+    verify = true
+    [[lower]]
+    model = "zoo:resnet8"           # zoo:NAME, FILE.pt2 or package.module:factory
+    targets = ["coreml-int8", "tosa-int"]
+    calibration = "calib/resnet8"   # optional, relative to FLEET.toml
+    coreml_passes = ["common::dead_code_elimination"]   # optional, Core ML targets
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lowerkit.cli import targets
+from lowerkit.cli.errors import UsageError
+
+KEYS = {"model": str, "targets": list, "calibration": str, "coreml_passes": list, "verify": bool}
+_HEADER = re.compile(r"^\s*\[\[\s*lower\s*\]\]")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One lowering of the fleet."""
+
+    index: int
+    model: str
+    target: str
+    calibration: Path | None
+    coreml_passes: tuple[str, ...] | None
+    verify: bool
+
+    @property
+    def output_name(self) -> str:
+        """The .pte file name in the output folder: MODEL.TARGET.pte."""
+        stem = self.model.removeprefix("zoo:")
+        stem = Path(stem).stem if stem.endswith(".pt2") else stem
+        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)}.{self.target}.pte"
+
+
+def load(path: Path) -> list[Job]:
+    """The jobs of FLEET.toml at `path`, in file order; a UsageError names the line of a mistake."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UsageError(f"cannot read fleet file '{path}': {error.strerror or error}") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        found = re.search(r"at line (\d+)", str(error))
+        line = int(found[1]) if found else max(len(text.splitlines()), 1)
+        raise UsageError(f"{path}:{line}: not valid TOML: {error}") from None
+    lines = text.splitlines()
+    where = _Locator(path, lines)
+    unknown = set(document) - {"defaults", "lower"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise where.error(where.top_level(name), f"unknown table or key '{name}'; use [defaults] and [[lower]]")
+    defaults = document.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise where.error(where.top_level("defaults"), "'defaults' must be a table: [defaults]")
+    _check_keys(defaults, where, lambda key: where.in_defaults(key), allowed=set(KEYS) - {"model", "targets"})
+    entries = document.get("lower", [])
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"{path}: no lowerings; add a [[lower]] table with model = ... and targets = [...]")
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
+    for number, entry in enumerate(entries):
+        locate = lambda key, n=number: where.in_entry(n, key)  # noqa: E731
+        _check_keys(entry, where, locate, allowed=set(KEYS))
+        merged = {**defaults, **entry}
+        for required in ("model", "targets"):
+            if required not in merged:
+                raise where.error(where.entry_line(number), f"[[lower]] has no '{required}'; add {required} = ...")
+        if not merged["targets"] or not all(isinstance(t, str) for t in merged["targets"]):
+            raise where.error(locate("targets"), "'targets' must be a non-empty list of target names")
+        model = merged["model"]
+        if model.startswith("zoo:"):
+            from lowerkit.zoo import catalogue
+
+            names = [e.name for e in catalogue.ENTRIES]
+            if model.removeprefix("zoo:") not in names:
+                raise where.error(locate("model"), f"unknown zoo model '{model}'; one of: {', '.join(names)}")
+        passes = merged.get("coreml_passes")
+        if passes is not None and not all(isinstance(p, str) for p in passes):
+            raise where.error(locate("coreml_passes"), "'coreml_passes' must be a list of MIL pass names")
+        calibration = merged.get("calibration")
+        calibration_path = (path.parent / calibration) if calibration is not None else None
+        if calibration_path is not None and not calibration_path.exists():
+            line = locate("calibration") if "calibration" in entry else where.in_defaults("calibration")
+            raise where.error(line, f"calibration path '{calibration_path}' does not exist")
+        for target_name in merged["targets"]:
+            try:
+                target = targets.get(target_name)
+            except UsageError as error:
+                raise where.error(locate("targets"), str(error)) from None
+            if passes is not None and target.backend != "coreml":
+                raise where.error(locate("coreml_passes"), f"coreml_passes applies to Core ML targets, not '{target.name}'")
+            job = Job(
+                index=len(jobs),
+                model=model,
+                target=target.name,
+                calibration=calibration_path,
+                coreml_passes=tuple(passes) if passes is not None else None,
+                verify=bool(merged.get("verify", False)),
+            )
+            if job.output_name in seen:
+                raise where.error(
+                    locate("targets"),
+                    f"{job.output_name} is already built by the [[lower]] at line {seen[job.output_name]}; list each model x target once",
+                )
+            seen[job.output_name] = where.entry_line(number)
+            jobs.append(job)
+    return jobs
+
+
+def shard(jobs: list[Job], spec: str | None) -> list[Job]:
+    """The jobs of shard 'I/N' (1-based; job k goes to shard k mod N + 1), or all of them."""
+    if spec is None:
+        return jobs
+    match = re.fullmatch(r"(\d+)/(\d+)", spec)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise UsageError(f"--shard '{spec}' must be I/N with 1 <= I <= N, e.g. --shard 2/4")
+    index, count = int(match[1]), int(match[2])
+    return [job for job in jobs if job.index % count == index - 1]
+
+
+def _check_keys(table: Any, where: _Locator, locate: Any, *, allowed: set[str]) -> None:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where.path}: 'lower' must be an array of tables: [[lower]]")
+    for key, value in table.items():
+        if key not in allowed:
+            raise where.error(locate(key), f"unknown key '{key}'; allowed here: {', '.join(sorted(allowed))}")
+        if not isinstance(value, KEYS[key]):
+            raise where.error(locate(key), f"'{key}' must be a {KEYS[key].__name__}, got {type(value).__name__}")
+
+
+@dataclass
+class _Locator:
+    """Line numbers of tables and keys in the file's text (tomllib does not keep them)."""
+
+    path: Path
+    lines: list[str]
+
+    def error(self, line: int, message: str) -> UsageError:
+        return UsageError(f"{self.path}:{line}: {message}")
+
+    def entry_line(self, number: int) -> int:
+        headers = [i for i, line in enumerate(self.lines) if _HEADER.match(line)]
+        return headers[number] + 1 if number < len(headers) else 1
+
+    def in_entry(self, number: int, key: str) -> int:
+        headers = [i for i, line in enumerate(self.lines) if _HEADER.match(line)] + [len(self.lines)]
+        if number + 1 >= len(headers):
+            return 1
+        return self._find(key, headers[number], headers[number + 1]) or headers[number] + 1
+
+    def in_defaults(self, key: str) -> int:
+        start = next((i for i, line in enumerate(self.lines) if re.match(r"^\s*\[\s*defaults\s*\]", line)), 0)
+        end = next((i for i in range(start + 1, len(self.lines)) if self.lines[i].lstrip().startswith("[")), len(self.lines))
+        return self._find(key, start, end) or start + 1
+
+    def top_level(self, key: str) -> int:
+        for i, line in enumerate(self.lines):
+            if re.match(rf"^\s*(\[+\s*)?{re.escape(key)}\b", line):
+                return i + 1
+        return 1
+
+    def _find(self, key: str, start: int, end: int) -> int | None:
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        return next((i + 1 for i in range(start, end) if pattern.match(self.lines[i])), None)
