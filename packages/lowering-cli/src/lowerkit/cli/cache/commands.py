@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from lowerkit.cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from lowerkit.cli.cache.cached import CacheSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,7 +33,7 @@ def cache_options(command: F) -> F:
     return command
 
 
-def settings(*, no_cache: bool, cache_remote: str | None, cache_remote_read_only: bool) -> Any:
+def settings(*, no_cache: bool, cache_remote: str | None, cache_remote_read_only: bool) -> CacheSettings:
     """The CacheSettings the options describe; a UsageError for a bad remote address."""
     from lowerkit.cli.cache.cached import CacheSettings
     from lowerkit.cli.cache.remote import RemoteStore
