@@ -320,6 +320,6 @@ def single_threaded_kmeans() -> Any:
     the thread count. Large fp16 weights go to coremltools' exact 1-D k-means (``kmeans1d``),
     which is deterministic anyway.
     """
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1)
