@@ -203,8 +203,9 @@ options = LowerOptions(targets.get("tosa-int"))
 batches = calibration.load(None, source, warn=[])
 program = torch.export.export(source.module, source.example_inputs)
 exported = ModelSource(name="m", example_inputs=source.example_inputs, exported=program)
-from lowerkit.cli.cache.key import zoo_key
-print(json.dumps([lowering_key(source, options, batches), lowering_key(exported, options, batches), zoo_key("ds_cnn", options)]))
+from lowerkit.cli.cache.key import toolchain_fingerprint, zoo_key
+keys = [lowering_key(source, options, batches), lowering_key(exported, options, batches), zoo_key("ds_cnn", options)]
+print(json.dumps({"toolchain": toolchain_fingerprint(), "keys": keys}))
 """
 
 
@@ -216,7 +217,9 @@ def test_keys_are_the_same_in_another_process(ds_cnn):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run([sys.executable, "-c", _KEYS], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout) == [
+    child = json.loads(done.stdout)
+    assert child["toolchain"].splitlines() == cache_key.toolchain_fingerprint().splitlines()
+    assert child["keys"] == [
         cache_key.lowering_key(ds_cnn, options, batches),
         cache_key.lowering_key(exported, options, batches),
         cache_key.zoo_key("ds_cnn", options),

@@ -201,14 +201,19 @@ def distribution_version(name: str) -> str:
 
 
 def _source_digest(package: str) -> str:
+    """The package's .py files, by relative name and content, whatever the order or repetition of
+    the import path's entries (a Pants sandbox and its subprocesses list the roots differently)."""
     import lowerkit  # pants: no-infer-dep (the namespace package: every lowerkit source root)
 
-    digest = _Digest()
+    files: set[tuple[str, str]] = set()
     for root in lowerkit.__path__:
         folder = Path(root) / package
-        for item in sorted(folder.rglob("*.py")) if folder.is_dir() else ():
-            digest.add("name", item.relative_to(folder).as_posix())
-            digest.add("bytes", item.read_bytes())
+        for item in folder.rglob("*.py") if folder.is_dir() else ():
+            files.add((item.relative_to(folder).as_posix(), hashlib.sha256(item.read_bytes()).hexdigest()))
+    digest = _Digest()
+    for name, content in sorted(files):
+        digest.add("name", name)
+        digest.add("bytes", content)
     return digest.hexdigest()
 
 
