@@ -27,13 +27,15 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from coreml_preprocess import compression_worker
 from lowerkit import zoo
 from lowerkit.coreml_compiler_ops import decode_constexpr_weights
 from lowerkit.coreml_preprocess import CoreMLLowering, CoreMLOptionsError, lower_to_coreml
 from lowerkit.coreml_preprocess.recipe_file import load_recipe, parse_recipe
 from lowerkit.pass_infra import sqnr_db
 
-WORKER = Path(__file__).with_name("compression_worker.py")
+#: Run as a script in a fresh process (imported above so that Pants ships it with the test).
+WORKER = Path(compression_worker.__file__)
 THRESHOLD = 2048
 #: A recipe with every method: 3-bit tables, pruning, int8 per channel, int4 per block, fp16.
 MIXED = """
