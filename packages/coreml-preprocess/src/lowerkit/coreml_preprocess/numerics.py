@@ -26,7 +26,7 @@ from lowerkit.pass_infra.layers.metrics import tensor_error
 from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
 from lowerkit.pass_infra.layers.ranges import range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
-from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values
+from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values, outputs_on
 
 __all__ = ["COREML_NOT_EXECUTED", "NoQuantizedLayerError", "debug_coreml", "debug_coreml_weights"]
 
@@ -49,16 +49,6 @@ class NoQuantizedLayerError(CoreMLLoweringError):
 
 def _float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
     return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
-
-
-def _outputs(module: Any, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
-    """The module's outputs on every batch, flattened into one list (one signal for sqnr_db)."""
-    found: list[torch.Tensor] = []
-    with torch.no_grad():
-        for batch in batches:
-            result = module(*batch)
-            found += list(result) if isinstance(result, list | tuple) else [result]
-    return found
 
 
 def debug_coreml(
@@ -123,7 +113,7 @@ def debug_coreml(
     if sys.platform == "darwin":
         notes.append("on macOS Core ML could run this model; lowerkit debug does not run it yet")
     batches = [inputs, *samples] if calibration is not None else [inputs]
-    reference_outputs = _outputs(float_graph, batches)
+    reference_outputs = outputs_on(float_graph, batches)
     report = DebugReport(
         model=model_name,
         target="coreml-int8",
@@ -131,7 +121,7 @@ def debug_coreml(
         "(output SQNR and the sensitivity scan: on the example and calibration inputs); "
         "weights: decoded Core ML weights vs float",
         layers=layers,
-        output_sqnr_db=sqnr_db(reference_outputs, _outputs(quantized, batches)),
+        output_sqnr_db=sqnr_db(reference_outputs, outputs_on(quantized, batches)),
         threshold_kind="db",
         threshold=threshold_db,
         notes=notes,
@@ -209,7 +199,7 @@ def _scan(
     results = []
     for module in modules:
         converted = quantize_static_int8(float_program, samples, (*keep_float, module))
-        output = sqnr_db(reference, _outputs(converted, batches))
+        output = sqnr_db(reference, outputs_on(converted, batches))
         results.append(Sensitivity(module, output, output - report.output_sqnr_db))
     return sorted(results, key=lambda s: -s.gain_db)
 
@@ -254,7 +244,7 @@ def debug_coreml_weights(
     with torch.no_grad():
         for name, weight in matched.items():
             substituted.get_parameter(name).copy_(torch.from_numpy(np.asarray(weight, np.float32)))
-    reference = _outputs(eager, [inputs])
+    reference = outputs_on(eager, [inputs])
     notes = [WEIGHTS_NOT_EXECUTED]
     unmatched = len(decoded) - len(matched)
     if unmatched:
@@ -265,7 +255,7 @@ def debug_coreml_weights(
         compared="per layer: the weight decoded from the Core ML model vs the float weight; output: the float "
         "model with the decoded weights put back, in torch, vs float, on the example inputs",
         layers=layers,
-        output_sqnr_db=sqnr_db(reference, _outputs(substituted, [inputs])),
+        output_sqnr_db=sqnr_db(reference, outputs_on(substituted, [inputs])),
         threshold_kind="db",
         threshold=WEIGHT_THRESHOLD_DB,
         notes=notes,

@@ -29,7 +29,13 @@ from lowerkit.pass_infra.layers.metrics import tensor_error
 from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
 from lowerkit.pass_infra.layers.ranges import range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
-from lowerkit.pass_infra.layers.values import layer_name, module_path, node_values, op_label
+from lowerkit.pass_infra.layers.values import (
+    layer_name,
+    module_path,
+    node_values,
+    op_label,
+    outputs_on,
+)
 
 __all__ = ["NoQuantizedLayerError", "debug_arm", "debug_arm_float", "keep_float_gain", "quantized_program"]
 
@@ -59,17 +65,6 @@ def quantized_program(
     return _convert(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float=keep_float)
 
 
-def _outputs(program: ExportedProgram | torch.nn.Module, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
-    """The program's outputs on every batch, flattened into one list (one signal for sqnr_db)."""
-    module = program.module() if isinstance(program, ExportedProgram) else program
-    found: list[torch.Tensor] = []
-    with torch.no_grad():
-        for batch in batches:
-            result = module(*batch)
-            found += list(result) if isinstance(result, list | tuple) else [result]
-    return found
-
-
 def _batches(inputs: tuple[Any, ...], calibration: Sequence[Sequence[Any]] | None) -> list[tuple[Any, ...]]:
     """Where output SQNR is measured: the example inputs and the calibration batches."""
     return [inputs, *(tuple(b) for b in calibration or [])]
@@ -86,9 +81,9 @@ def keep_float_gain(
     """Output SQNR (dB) against float of the quantized program, without and with `names` in float."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     batches = _batches(inputs, calibration)
-    reference = _outputs(_float_program(model, inputs), batches)
-    plain = _outputs(quantized_program(model, inputs, target, calibration=calibration), batches)
-    kept = _outputs(quantized_program(model, inputs, target, calibration=calibration, keep_float=names), batches)
+    reference = outputs_on(_float_program(model, inputs), batches)
+    plain = outputs_on(quantized_program(model, inputs, target, calibration=calibration), batches)
+    kept = outputs_on(quantized_program(model, inputs, target, calibration=calibration, keep_float=names), batches)
     return sqnr_db(reference, plain), sqnr_db(reference, kept)
 
 
@@ -173,8 +168,8 @@ def debug_arm(
         ),
         layers=layers,
         output_sqnr_db=sqnr_db(
-            _outputs(float_program, _batches(inputs, calibration)),
-            _outputs(lowering.source_program, _batches(inputs, calibration)),
+            outputs_on(float_program, _batches(inputs, calibration)),
+            outputs_on(lowering.source_program, _batches(inputs, calibration)),
         ),
         threshold_kind="quanta",
         threshold=threshold_quanta,
@@ -300,11 +295,11 @@ def _scan(
     if not modules:
         return []
     batches = _batches(inputs, calibration)
-    reference = _outputs(_float_program(model, inputs), batches)
+    reference = outputs_on(_float_program(model, inputs), batches)
     results = []
     for module in modules:
         program = quantized_program(model, inputs, target, calibration=calibration, keep_float=(*keep_float, module))
-        output = sqnr_db(reference, _outputs(program, batches))
+        output = sqnr_db(reference, outputs_on(program, batches))
         results.append(Sensitivity(module, output, output - report.output_sqnr_db))
     return sorted(results, key=lambda s: -s.gain_db)
 

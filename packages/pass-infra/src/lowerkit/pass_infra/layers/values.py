@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["DEQUANTIZE_OPS", "QUANTIZE_OPS", "is_op", "layer_name", "module_path", "node_values", "op_label"]
+__all__ = ["DEQUANTIZE_OPS", "QUANTIZE_OPS", "is_op", "layer_name", "module_path", "node_values", "op_label", "outputs_on"]
 
 #: pt2e's activation quantize / dequantize ops (torchao and torch spell them the same).
 QUANTIZE_OPS = frozenset({"quantize_per_tensor"})
@@ -60,3 +61,15 @@ def is_op(node: Any, names: frozenset[str]) -> bool:
         return False
     name = getattr(node.target, "__name__", str(node.target))
     return name.split(".")[0] in names
+
+
+def outputs_on(program: Any, batches: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
+    """The outputs of `program` (a module, or an ExportedProgram run as its module) on every batch,
+    flattened into one list: one signal for ``sqnr_db``."""
+    module = program.module() if isinstance(program, torch.export.ExportedProgram) else program
+    found: list[torch.Tensor] = []
+    with torch.no_grad():
+        for batch in batches:
+            result = module(*batch)
+            found += list(result) if isinstance(result, list | tuple) else [result]
+    return found
