@@ -38,6 +38,8 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "executorch.backends.xnnpack._passes.convert_to_sdpa:ConvertToSDPAPass.call": ("4a789124b2f94fae", "pass-infra pattern_skip._skipping_call, _upstream.xnnpack_pattern_passes"),
     "executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d:ConvertToUpsampleBilinear2d.call": ("d6d9c859f8b87991", "pass-infra pattern_skip._skipping_call, _upstream.xnnpack_pattern_passes"),
     "torch.fx.passes.utils.matcher_utils:SubgraphMatcher._nodes_are_equal": ("b3cf5de7a34912b7", "pass-infra pattern_skip.cannot_match"),
+    "torchao.quantization.pt2e.observer:HistogramObserver._non_linear_param_search": ("9306a687ba73a304", "pass-infra histogram_search.non_linear_param_search"),
+    "torchao.quantization.pt2e.observer:HistogramObserver._compute_quantization_error": ("7521b64266ceb072", "pass-infra _upstream.histogram_quantization_error"),
 }
 
 

@@ -29,7 +29,13 @@ from lowerkit.arm_passes.devices import (
     supports_int16,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
-from lowerkit.pass_infra import PipelineReport, graph_ops, lowering_lock, write_bytes_atomically
+from lowerkit.pass_infra import (
+    PipelineReport,
+    accelerated_quantization,
+    graph_ops,
+    lowering_lock,
+    write_bytes_atomically,
+)
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
 
 __all__ = ["ArmLowering", "lower_to_arm"]
@@ -106,8 +112,12 @@ def _quantize(
     calibration: Sequence[Sequence[Any]] | None,
     a16w8: bool = False,
     keep_float: Sequence[str] = (),
+    stock: bool = False,
 ) -> ExportedProgram:
-    return torch.export.export(_convert(program, inputs, compile_spec, calibration, a16w8, keep_float), inputs)
+    """The quantized program, re-exported; pt2e runs under ``accelerated_quantization()`` unless `stock`."""
+    with contextlib.nullcontext() if stock else accelerated_quantization():
+        converted = _convert(program, inputs, compile_spec, calibration, a16w8, keep_float)
+    return torch.export.export(converted, inputs)
 
 
 def _convert(
@@ -247,7 +257,7 @@ def _lower(
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     program = _export(model_or_exported_program, inputs)
     if quantize and is_integer(target):
-        program = _quantize(program, inputs, compile_spec, calibration, a16w8, keep_float)
+        program = _quantize(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
 
     flatbuffers: list[bytes] = []
     log = io.StringIO()

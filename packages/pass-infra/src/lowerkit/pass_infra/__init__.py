@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from lowerkit.pass_infra.inputs import example_input_tuple, require_model
     from lowerkit.pass_infra.lowering import accelerated_lowering
     from lowerkit.pass_infra.numerics import sqnr_db
+    from lowerkit.pass_infra.quantization import accelerated_quantization
     from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
     from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
     from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "TargetedPass": "lowerkit.pass_infra.targeted",
     "UnprovenVersionWarning": "lowerkit.pass_infra.versions",
     "accelerated_lowering": "lowerkit.pass_infra.lowering",
+    "accelerated_quantization": "lowerkit.pass_infra.quantization",
     "cpu_ops": "lowerkit.pass_infra.graph_ops",
     "delegate_payloads": "lowerkit.pass_infra.graph_ops",
     "example_input_tuple": "lowerkit.pass_infra.inputs",
@@ -86,6 +88,7 @@ __all__ = [
     "TargetedPass",
     "UnprovenVersionWarning",
     "accelerated_lowering",
+    "accelerated_quantization",
     "as_targeted",
     "cheaper_replay",
     "cpu_ops",

@@ -34,6 +34,7 @@ from torch.utils import _pytree as pytree
 
 __all__ = [
     "COPY_META_FIELDS",
+    "HISTOGRAM_SEARCH_METHOD",
     "TORCH_SYM_OPS",
     "EdgeOpOverload",
     "EdgeOpOverloadPacket",
@@ -60,6 +61,8 @@ __all__ = [
     "fake_cache_module",
     "fake_state_snapshot",
     "fx_traceback_module",
+    "histogram_observer_class",
+    "histogram_quantization_error",
     "is_operator",
     "lazy_call_submodule",
     "library_utils",
@@ -553,3 +556,19 @@ def py_impl_owner() -> type:
 def fx_traceback_module() -> Any:
     """``torch.fx.traceback``, whose ``set_current_meta`` torch's Interpreter looks up per node."""
     return _fx_traceback
+
+
+def histogram_observer_class() -> type:
+    """torchao's ``HistogramObserver`` (the activation observer of ExecuTorch's Arm and XNNPACK quantizers)."""
+    from torchao.quantization.pt2e.observer import HistogramObserver
+
+    return HistogramObserver
+
+
+#: The HistogramObserver method `histogram_search` replaces.
+HISTOGRAM_SEARCH_METHOD = "_non_linear_param_search"
+
+
+def histogram_quantization_error(observer: Any, start_bin: int, end_bin: int) -> float:
+    """The observer's own L2 error of quantizing its histogram to bins ``start_bin..end_bin``."""
+    return float(observer._compute_quantization_error(start_bin, end_bin))
