@@ -51,10 +51,21 @@ def _val_signature(value: Any) -> Any:
     return repr(value)
 
 
-def meta_mismatches(stock: GraphModule, ours: GraphModule) -> list[str]:
+def provenance_root(sources: list[Any]) -> Any:
+    """The oldest ancestor of a from_node chain, graph id aside (what ExecuTorch's debug handles use)."""
+    if not sources:
+        return None
+    source = sources[-1]
+    while source.from_node:
+        source = source.from_node[-1]
+    return {k: v for k, v in _strip_graph_ids(source).items() if k != "from_node"}
+
+
+def meta_mismatches(stock: GraphModule, ours: GraphModule, *, provenance_roots_only: bool = False) -> list[str]:
     """Node-meta differences: same keys in the same order, val by shape/dtype/stride,
-    provenance by content (graph ids aside: the two runs had different input copies),
-    seq_nr by presence, every other key by ==. Nested graph modules included."""
+    provenance by content (graph ids aside: the two runs had different input copies; with
+    `provenance_roots_only`, by the chains' roots), seq_nr by presence, every other key by ==.
+    Nested graph modules included."""
     out: list[str] = []
     pairs = [(stock, ours)]
     stock_children = [m for m in stock.modules() if isinstance(m, GraphModule)][1:]
@@ -75,6 +86,8 @@ def meta_mismatches(stock: GraphModule, ours: GraphModule) -> list[str]:
                 va, vb = a.meta[key], b.meta[key]
                 if key == "val":
                     same = _val_signature(va) == _val_signature(vb)
+                elif key == "from_node" and provenance_roots_only:
+                    same = provenance_root(va) == provenance_root(vb)
                 elif key == "from_node":
                     same = [_strip_graph_ids(s) for s in va] == [_strip_graph_ids(s) for s in vb]
                 elif key == "seq_nr":

@@ -40,6 +40,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.fx.passes.utils.matcher_utils:SubgraphMatcher._nodes_are_equal": ("b3cf5de7a34912b7", "pass-infra pattern_skip.cannot_match"),
     "torchao.quantization.pt2e.observer:HistogramObserver._non_linear_param_search": ("9306a687ba73a304", "pass-infra histogram_search.non_linear_param_search"),
     "torchao.quantization.pt2e.observer:HistogramObserver._compute_quantization_error": ("7521b64266ceb072", "pass-infra _upstream.histogram_quantization_error"),
+    "torch.export.exported_program:ExportedProgram.run_decompositions": ("c74cbc17d3874021", "pass-infra retrace_skip (what a re-trace changes)"),
+    "torch.export.exported_program:ExportedProgram._update": ("596f8425ab63efe9", "pass-infra _upstream.copy_exported_program"),
+    "torch.fx.experimental.proxy_tensor:PythonKeyTracer.create_node": ("d133105ae984ef0f", "pass-infra _upstream.record_eager_input_vals"),
 }
 
 

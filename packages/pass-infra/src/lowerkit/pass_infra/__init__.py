@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from lowerkit.pass_infra.inputs import example_input_tuple, require_model
     from lowerkit.pass_infra.lowering import accelerated_lowering
     from lowerkit.pass_infra.numerics import sqnr_db
-    from lowerkit.pass_infra.quantization import accelerated_quantization
     from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
     from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
+    from lowerkit.pass_infra.quantization import accelerated_quantization
     from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
     from lowerkit.pass_infra.suggest import did_you_mean
     from lowerkit.pass_infra.targeted import (

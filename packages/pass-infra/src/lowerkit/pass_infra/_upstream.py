@@ -35,6 +35,7 @@ from torch.utils import _pytree as pytree
 __all__ = [
     "COPY_META_FIELDS",
     "HISTOGRAM_SEARCH_METHOD",
+    "STOCK_RUN_DECOMPOSITIONS",
     "TORCH_SYM_OPS",
     "EdgeOpOverload",
     "EdgeOpOverloadPacket",
@@ -53,6 +54,7 @@ __all__ = [
     "cache_key_func",
     "cia_collect_sites",
     "collect_all_valid_cia_ops",
+    "copy_exported_program",
     "create_node_hooks_of",
     "current_meta",
     "direct_copy_possible",
@@ -63,6 +65,7 @@ __all__ = [
     "fx_traceback_module",
     "histogram_observer_class",
     "histogram_quantization_error",
+    "is_mutating",
     "is_operator",
     "lazy_call_submodule",
     "library_utils",
@@ -72,6 +75,7 @@ __all__ = [
     "py_impl_owner",
     "pytree",
     "qualified_op_name",
+    "record_eager_input_vals",
     "register_scope",
     "replay_run_node",
     "replay_state_snapshot",
@@ -572,3 +576,40 @@ HISTOGRAM_SEARCH_METHOD = "_non_linear_param_search"
 def histogram_quantization_error(observer: Any, start_bin: int, end_bin: int) -> float:
     """The observer's own L2 error of quantizing its histogram to bins ``start_bin..end_bin``."""
     return float(observer._compute_quantization_error(start_bin, end_bin))
+
+
+#: torch's own ``ExportedProgram.run_decompositions`` (taken at import: before any lowerkit scope).
+STOCK_RUN_DECOMPOSITIONS = torch.export.ExportedProgram.run_decompositions
+
+
+def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """`program` with its own graph module (nodes copied, metadata dicts shallow-copied) and signature.
+
+    Weights, constants and the example inputs are shared, as ``run_decompositions`` shares them.
+    """
+    import copy
+
+    from torch.export.exported_program import _create_graph_module_for_export
+
+    graph_module = _create_graph_module_for_export(program.graph_module, copy.deepcopy(program.graph))
+    return program._update(graph_module, copy.deepcopy(program.graph_signature))
+
+
+def record_eager_input_vals(node: Node) -> None:
+    """Set ``node.meta["eager_input_vals"]`` as proxy_tensor's trace does (its key placed before ``val``)."""
+
+    def value_of(arg: Any) -> Any:
+        if not isinstance(arg, Node) or not isinstance(arg.meta.get("val"), FakeTensor):
+            return None
+        return _proxy_tensor.extract_val(arg.meta["val"])
+
+    recorded = torch.fx.node.map_aggregate((node.args, node.kwargs), value_of)
+    meta = {k: v for k, v in node.meta.items() if k != "eager_input_vals"}
+    keys = list(meta)
+    at = keys.index("val") if "val" in keys else len(keys)
+    node.meta = {**dict(list(meta.items())[:at]), "eager_input_vals": recorded, **dict(list(meta.items())[at:])}
+
+
+def is_mutating(op: OpOverload) -> bool:
+    """True when the operator's schema mutates an argument (in-place or out= variants)."""
+    return bool(op._schema.is_mutable)

@@ -22,6 +22,7 @@ compares the results bit for bit.
 from __future__ import annotations
 
 import bisect
+import itertools
 import struct
 from typing import Any
 
@@ -45,7 +46,7 @@ def _rounder(dtype: torch.dtype) -> Any:
 
 
 def _non_decreasing(values: list[float]) -> bool:
-    return all(a <= b for a, b in zip(values, values[1:], strict=False))
+    return all(a <= b for a, b in itertools.pairwise(values))
 
 
 def non_linear_param_search(observer: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,6 +11,7 @@ from lowerkit.pass_infra.patching import lowering_lock
 from lowerkit.pass_infra.pattern_skip import PATTERN_SKIP
 from lowerkit.pass_infra.provenance import SHARED_PROVENANCE
 from lowerkit.pass_infra.replay import cheaper_replay
+from lowerkit.pass_infra.retrace_skip import RETRACE_SKIP
 from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
 __all__ = ["accelerated_lowering"]
@@ -28,7 +29,8 @@ def accelerated_lowering() -> Iterator[None]:
     - backend pattern passes (XNNPACK's SDPA and bilinear-upsample fusions) skip building
       their pattern graphs when an op every pattern holds is absent from the graph;
     - ``run_decompositions`` scans the CompositeImplicitAutograd ops once per table, not once
-      per op namespace;
+      per op namespace, and skips its whole-program re-trace when that would change nothing
+      (``retrace_skip``: e.g. the third call of ``to_edge_transform_and_lower`` for Arm);
     - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
@@ -44,6 +46,7 @@ def accelerated_lowering() -> Iterator[None]:
             faketensor_cache(),
             PATTERN_SKIP.scope(),
             CIA_SCAN.scope(),
+            RETRACE_SKIP.scope(),
             SHARED_PROVENANCE.scope(),
         ):
             yield

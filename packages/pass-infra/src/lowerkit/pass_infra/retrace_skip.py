@@ -1,0 +1,102 @@
+"""run_decompositions without the whole-program re-trace when the re-trace would change nothing.
+
+``to_edge_transform_and_lower`` calls ``ExportedProgram.run_decompositions`` three times for a
+partitioner that keeps ops from decomposing (Arm, Core ML): functionalize, decompose, and once
+more after swapping the kept ops for placeholders; every call re-traces the whole program
+through AOTAutograd (~2 s for a 9-layer CNN). The last call often has nothing left to do.
+
+`needs_retrace` says when a program decomposed in this scope may skip it: it was returned by a
+``run_decompositions`` call (so it is functional, inference IR), it has no op the table
+decomposes, no mutating op, no nested graph, no dead node, no input or buffer mutation, no
+symbolic shape, no effect token, and its weight and its weight placeholders already carry the ``original_aten``
+a re-trace gives them. The copy gets what a trace records per node: ``original_aten``
+(the node's op, as nothing decomposes; ExecuTorch swaps kept ops for placeholder ops before
+this call) and, for stride-sensitive ops, ``eager_input_vals``. Then the result is a copy of the program (its own graph
+and signature, the same weights): the same graph code, node names and metadata as the re-trace
+gives, except that ``from_node`` provenance chains lack the re-trace's two layers (their roots,
+from which ExecuTorch derives debug handles, are the same), as in ExecuTorch's own skip of
+this call for partitioners that need no placeholders. Tests compare both on the zoo, and the
+Arm and XNNPACK sameness tests compare the ``.pte`` bytes.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from typing import Any
+
+from torch.export import ExportedProgram
+
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.patching import Patch, Replacement
+
+__all__ = ["RETRACE_SKIP", "needs_retrace", "run_decompositions"]
+
+#: Programs returned by a ``run_decompositions`` call while the patch was installed.
+_DECOMPOSED: weakref.WeakSet[ExportedProgram] = weakref.WeakSet()
+
+
+def needs_retrace(program: ExportedProgram, decomp_table: Any) -> str | None:
+    """Why `program` must be re-traced for `decomp_table`, or None when the re-trace changes nothing."""
+    if decomp_table is None:
+        return "the default table"
+    if program not in _DECOMPOSED:
+        return "not decomposed in this scope"
+    signature = program.graph_signature
+    if signature.buffers_to_mutate or signature.user_inputs_to_mutate or signature.input_tokens:
+        return "mutations or effect tokens"
+    if program.range_constraints:
+        return "symbolic shapes"
+    if any(True for _ in program.graph_module.named_children()):
+        return "nested graphs"
+    table = set(decomp_table)
+    user_inputs = set(signature.user_inputs)
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            if node.users and node.name not in user_inputs and "original_aten" not in node.meta:
+                # A re-trace gives a weight placeholder its first user's op (the first re-trace
+                # after torch.export does; later ones keep it).
+                return f"weight placeholder {node.name} lacks original_aten"
+            continue
+        if node.op == "output":
+            continue
+        if node.op != "call_function":
+            return f"{node.op} node {node.name}"
+        target = node.target
+        if target is operator.getitem:
+            return f"multi-output node {node.name} (a re-trace rebuilds getitem metadata)"
+        if not isinstance(target, _upstream.OpOverload):
+            return f"{target} is not an operator"
+        if target in table:
+            return f"{target} decomposes"
+        if _upstream.is_mutating(target):
+            return f"{target} mutates"
+        if not node.users:
+            return f"dead node {node.name}"
+        if "original_aten" not in node.meta:
+            return f"{node.name} lacks original_aten"
+    return None
+
+
+def run_decompositions(
+    self: ExportedProgram, decomp_table: Any = None, decompose_custom_triton_ops: bool = False
+) -> ExportedProgram:
+    """``ExportedProgram.run_decompositions``, skipping the re-trace when `needs_retrace` says it changes nothing."""
+    if not decompose_custom_triton_ops and needs_retrace(self, decomp_table) is None:
+        result = _upstream.copy_exported_program(self)
+        for node in result.graph.nodes:
+            if node.op == "call_function":
+                node.meta["original_aten"] = node.target  # what a trace records: nothing decomposes
+                if _upstream.needs_eager_input_vals(node.target):
+                    _upstream.record_eager_input_vals(node)
+    else:
+        result = _upstream.STOCK_RUN_DECOMPOSITIONS(self, decomp_table, decompose_custom_triton_ops)
+    _DECOMPOSED.add(result)
+    return result
+
+
+#: Held by ``accelerated_lowering()``.
+RETRACE_SKIP = Patch(
+    "lowerkit.pass_infra.retrace_skip",
+    lambda: [Replacement(ExportedProgram, "run_decompositions", run_decompositions)],
+)

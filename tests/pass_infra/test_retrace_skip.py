@@ -1,0 +1,131 @@
+"""retrace_skip proven live: where it skips run_decompositions' re-trace, torch's own re-trace of the
+same program gives the same graph code, node names, metadata (provenance roots), signature and
+weights; where the re-trace would change something it is not skipped; the Arm lowering that
+takes the skip gives stock's .pte bytes (also held by tests/arm/test_sameness.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from executorch.exir.program._program import _default_decomposition_table
+
+from lowerkit import zoo
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.retrace_skip import RETRACE_SKIP, needs_retrace
+from pass_infra.test_whole_lowering import _meta_mismatches
+
+
+def _differences(stock: torch.export.ExportedProgram, fast: torch.export.ExportedProgram) -> list[str]:
+    out = _meta_mismatches(stock.graph_module, fast.graph_module)  # provenance by its roots
+    if str(stock.graph_signature) != str(fast.graph_signature):
+        out.append("graph signature")
+    if list(stock.state_dict) != list(fast.state_dict) or any(
+        stock.state_dict[k] is not fast.state_dict[k] for k in stock.state_dict
+    ):
+        out.append("state dict")
+    if list(stock.constants) != list(fast.constants):
+        out.append("constants")
+    return out
+
+
+def _decomposed(name: str) -> torch.export.ExportedProgram:
+    model = zoo.get(name)
+    program = torch.export.export(model.module().eval(), model.example_inputs())
+    with RETRACE_SKIP.scope():
+        assert needs_retrace(program, {}) == "not decomposed in this scope"
+        once = program.run_decompositions({})  # real re-traces, remembered as decomposed
+        assert str(needs_retrace(once, {})).startswith("weight placeholder")  # the first adds metadata
+        return once.run_decompositions({})
+
+
+def _table_without_graph_ops(program: torch.export.ExportedProgram) -> dict[Any, Any]:
+    ops = {n.target for n in program.graph.nodes if n.op == "call_function"}
+    return {op: fn for op, fn in _default_decomposition_table().items() if op not in ops}
+
+
+@pytest.mark.parametrize("name", ["conv_linear", "cnn9_layernorm"])
+def test_skipped_retrace_gives_what_the_retrace_gives(name: str) -> None:
+    decomposed = _decomposed(name)
+    for table in ({}, _table_without_graph_ops(decomposed)):
+        with RETRACE_SKIP.scope():
+            assert needs_retrace(decomposed, table) is None
+            fast = decomposed.run_decompositions(table)
+        stock = _upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table)
+        assert fast is not decomposed and fast.graph_module is not decomposed.graph_module
+        assert fast.graph_module.code == stock.graph_module.code
+        assert [n.name for n in fast.graph.nodes] == [n.name for n in stock.graph.nodes]
+        assert _differences(stock, fast) == []
+
+
+def test_the_copy_is_independent_of_its_source() -> None:
+    decomposed = _decomposed("cnn9_layernorm")
+    code = decomposed.graph_module.code
+    with RETRACE_SKIP.scope():
+        fast = decomposed.run_decompositions({})
+    relu = next(n for n in fast.graph.nodes if n.op == "call_function" and "relu" in str(n.target))
+    relu.replace_all_uses_with(relu.args[0])
+    fast.graph.erase_node(relu)
+    fast.graph_module.recompile()
+    assert decomposed.graph_module.code == code != fast.graph_module.code
+
+
+def test_a_retrace_that_changes_something_is_not_skipped() -> None:
+    decomposed = _decomposed("cnn9_layernorm")
+    # The default table decomposes conv2d: a real re-trace, whose graph differs from the input's.
+    table = _default_decomposition_table()
+    assert needs_retrace(decomposed, table) == "aten.conv2d.default decomposes"
+    with RETRACE_SKIP.scope():
+        result = decomposed.run_decompositions(table)
+    assert result.graph_module.code != decomposed.graph_module.code
+    assert needs_retrace(decomposed, None) == "the default table"
+    # A mutating op, or a dead node, makes the re-trace do work (functionalize, eliminate).
+    node = next(n for n in decomposed.graph.nodes if n.target == torch.ops.aten.relu.default)
+    node.target = torch.ops.aten.relu_.default
+    assert needs_retrace(decomposed, {}) == "aten.relu_.default mutates"
+    node.target = torch.ops.aten.relu.default
+    with decomposed.graph.inserting_after(node):
+        decomposed.graph.call_function(torch.ops.aten.neg.default, (node,))
+    assert str(needs_retrace(decomposed, {})).startswith("dead node")
+
+
+def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """to_edge_transform_and_lower with Arm's partitioner (three run_decompositions, the last
+    skipped) inside accelerated_lowering() vs stock: same lowered program, metadata and bytes."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    from lowerkit.arm_passes.devices import compile_spec_for, partitioner_for
+    from lowerkit.arm_passes.lowering import _quantize
+    from lowerkit.pass_infra import accelerated_lowering, retrace_skip
+    model = zoo.get("resnet8")
+    inputs = model.example_inputs()
+    spec = compile_spec_for("TOSA-1.0+INT")
+    program = _quantize(torch.export.export(model.module().eval(), inputs), inputs, spec, None, stock=True)
+    skipped: list[str] = []
+    real = retrace_skip.needs_retrace
+
+    def counting(program: Any, table: Any) -> str | None:
+        reason = real(program, table)
+        skipped.extend([] if reason else ["skip"])
+        return reason
+
+    def lower() -> tuple[Any, bytes]:
+        edge = to_edge_transform_and_lower(program, partitioner=[partitioner_for(spec)])
+        return edge.exported_program(), bytes(edge.to_executorch().buffer)
+
+    stock, stock_pte = lower()
+    monkeypatch.setattr(retrace_skip, "needs_retrace", counting)
+    with accelerated_lowering():
+        fast, fast_pte = lower()
+    assert skipped == ["skip"]
+    assert fast.graph_module.code == stock.graph_module.code
+    assert _meta_mismatches(stock.graph_module, fast.graph_module) == []
+    assert fast_pte == stock_pte
+
+
+def test_scope_restores_run_decompositions() -> None:
+    original = torch.export.ExportedProgram.__dict__["run_decompositions"]
+    with RETRACE_SKIP.scope():
+        assert torch.export.ExportedProgram.__dict__["run_decompositions"] is not original
+    assert torch.export.ExportedProgram.__dict__["run_decompositions"] is original
