@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from executorch.backends.arm.vgf import VgfBackend
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir.delegate import executorch_call_delegate
 from torch.export import ExportedProgram
@@ -20,10 +21,12 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline
+from lowerkit.arm_passes.converter import converter_environment
 from lowerkit.arm_passes.devices import (
     compile_spec_for,
     is_ethos_u,
     is_integer,
+    is_vgf,
     partitioner_for,
     quantizer_for,
     supports_int16,
@@ -66,6 +69,8 @@ class ArmLowering:
     executorch_manager: Any = field(default=None, repr=False, compare=False)
     #: Activations quantized to int16 (a16w8) rather than int8.
     a16w8: bool = False
+    #: VGF only: the model converter's VGF payload per partition (empty for other targets).
+    vgf_binaries: tuple[bytes, ...] = field(default=(), repr=False)
 
     @property
     def report(self) -> PipelineReport | None:
@@ -187,25 +192,28 @@ def lower_to_arm(
 ) -> ArmLowering:
     """Lower a model to an Arm target (see ``ARM_TARGETS``: TOSA profiles and every Ethos-U configuration).
 
-    INT and Ethos-U targets are quantized with the stock Arm quantizer first (calibrated on
+    INT, Ethos-U and vgf-int targets are quantized with the stock Arm quantizer first (calibrated on
     `calibration`, default the example inputs) unless `quantize` is False; TOSA-1.0+FP lowers
-    in float. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
+    in float, and so does vgf-fp. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
     `stock=True` runs ExecuTorch's own pipeline (the reference); `verify=True` re-runs every
     pass the stock way and raises on any difference. Ethos-U: `system_config`, `memory_mode`
     and `vela_config` (a Vela .ini) go to Vela as in ExecuTorch's ``EthosUCompileSpec``
     (unknown names raise, listing those the config has). `a16w8` quantizes activations to
     int16 (targets with the int16 extension; implied by "TOSA-1.0+INT+int16"). `keep_float`
     names modules (e.g. "features.3.0") the quantizer leaves in float; with none named the
-    bytes are unchanged.
+    bytes are unchanged. VGF targets run Arm's ML SDK model converter (``converter.py`` finds it).
 
     Holds the process-wide lowering lock (torch / ExecuTorch cannot lower in several threads
     at once): concurrent calls run one after the other and give their sequential results.
     """
     with lowering_lock():
         compile_spec = _compile_spec(target, system_config, memory_mode, vela_config)
-        return _lower(model_or_exported_program, example_inputs, target, compile_spec,
-                      quantize=quantize, calibration=calibration, stock=stock, verify=verify,
-                      a16w8=_a16w8(target, a16w8), keep_float=keep_float)
+        # VGF: the converter is found (or its absence reported) before any work.
+        converter = converter_environment() if is_vgf(target) else contextlib.nullcontext()
+        with converter:
+            return _lower(model_or_exported_program, example_inputs, target, compile_spec,
+                          quantize=quantize, calibration=calibration, stock=stock, verify=verify,
+                          a16w8=_a16w8(target, a16w8), keep_float=keep_float)
 
 
 def _a16w8(target: str, asked: bool) -> bool:
@@ -265,6 +273,7 @@ def _lower(
         executorch_program = edge.to_executorch()
         pte = bytes(executorch_program.buffer)
     vela = graph_ops.delegate_payloads(lowered, _upstream.ethosu_backend_id()) if is_ethos_u(target) else []
+    vgf = graph_ops.delegate_payloads(lowered, VgfBackend.__name__) if is_vgf(target) else []
     return ArmLowering(
         target=target,
         pte=pte,
@@ -281,4 +290,5 @@ def _lower(
         edge_manager=edge,
         executorch_manager=executorch_program,
         a16w8=a16w8 and quantize,
+        vgf_binaries=tuple(vgf),
     )
