@@ -38,6 +38,7 @@ from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops
 )
 from executorch.backends.arm.ethosu.backend import EthosUBackend
 from executorch.backends.arm.tosa.backend import TOSABackend
+from executorch.backends.arm.vgf import backend as vgf_backend
 from executorch.exir._program_utils import _get_updated_graph_signature
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.dialects.edge._ops import EdgeOpOverload as EdgeOpOverload
@@ -78,6 +79,7 @@ __all__ = [
     "shallow_program_copy",
     "tosa_context",
     "update_after_graph_pass",
+    "vgf_pass_insertions",
 ]
 
 #: The module attribute TOSABackend._preprocess_module imports lazily on every call.
@@ -101,6 +103,21 @@ def build_pass_list(
         exported_program=exported_program, graph_module=exported_program.graph_module
     )
     return list(passes)
+
+
+@contextlib.contextmanager
+def vgf_pass_insertions() -> Iterator[None]:
+    """Within the block ArmPassManager inserts the VGF-only passes, as ``VgfBackend.preprocess`` arranges.
+
+    Upstream registers them (``_register_vgf_rewrite_passes``) in a process-wide table around
+    its own TOSA preprocess and puts the table back after; this does the same, with its helpers.
+    """
+    snapshot = vgf_backend._snapshot_registered_pass_insertions()
+    try:
+        vgf_backend._register_vgf_rewrite_passes()
+        yield
+    finally:
+        vgf_backend._restore_registered_pass_insertions(snapshot)
 
 
 def check_program(exported_program: ExportedProgram) -> None:
