@@ -66,6 +66,7 @@ __all__ = [
     "capture_backend_inputs",
     "capture_tosa_flatbuffers",
     "capture_tosa_graphs",
+    "capture_tosa_programs",
     "check_program",
     "disable_fake_mode_checks",
     "enable_python_dispatcher",
@@ -280,6 +281,20 @@ def capture_tosa_graphs(sink: list[tuple[bytes, GraphModule]]) -> Iterator[None]
     def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
         result = inner(edge_program, compile_spec)
         sink.append((bytes(result.processed_bytes), edge_program.graph_module))
+        return result
+
+    with TOSA_PREPROCESS.scope(recording):
+        yield
+
+
+@contextlib.contextmanager
+def capture_tosa_programs(sink: list[ExportedProgram]) -> Iterator[None]:
+    """Append each TOSA partition's edge program as serialized: after the Arm pass pipeline, which
+    rewrites it in place (graph of TOSA dialect ops, signature naming its user inputs)."""
+
+    def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
+        result = inner(edge_program, compile_spec)
+        sink.append(edge_program)
         return result
 
     with TOSA_PREPROCESS.scope(recording):

@@ -32,6 +32,7 @@ from lowerkit.arm_passes.devices import (
     supports_int16,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
+from lowerkit.arm_passes.transposes import LayoutTransposes, layout_transposes
 from lowerkit.pass_infra import PipelineReport, graph_ops, lowering_lock, write_bytes_atomically
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
 
@@ -71,6 +72,8 @@ class ArmLowering:
     a16w8: bool = False
     #: VGF only: the model converter's VGF payload per partition (empty for other targets).
     vgf_binaries: tuple[bytes, ...] = field(default=(), repr=False)
+    #: The layout transposes, in the delegate and on the CPU, at the delegate boundary or inside.
+    layout_transposes: LayoutTransposes = field(default_factory=LayoutTransposes)
 
     @property
     def report(self) -> PipelineReport | None:
@@ -258,9 +261,11 @@ def _lower(
         program = _quantize(program, inputs, compile_spec, calibration, a16w8, keep_float)
 
     flatbuffers: list[bytes] = []
+    tosa_programs: list[ExportedProgram] = []
     log = io.StringIO()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_upstream.capture_tosa_flatbuffers(flatbuffers))
+        stack.enter_context(_upstream.capture_tosa_programs(tosa_programs))
         reports: list[PipelineReport] = (
             [] if stock else stack.enter_context(accelerated_arm_pipeline(verify=verify))
         )
@@ -270,6 +275,7 @@ def _lower(
         lowered = edge.exported_program()
         cpu_ops = graph_ops.cpu_ops(lowered, ignore=_delegate_io_conversion)
         input_qparams, output_qparams = _boundary_qparams(lowered)
+        transposes = layout_transposes(lowered, tosa_programs)
         executorch_program = edge.to_executorch()
         pte = bytes(executorch_program.buffer)
     vela = graph_ops.delegate_payloads(lowered, _upstream.ethosu_backend_id()) if is_ethos_u(target) else []
@@ -291,4 +297,5 @@ def _lower(
         executorch_manager=executorch_program,
         a16w8=a16w8 and quantize,
         vgf_binaries=tuple(vgf),
+        layout_transposes=transposes,
     )

@@ -94,7 +94,9 @@ def _npu(lowered: Lowered, lowering: Any, options: LowerOptions) -> None:
 
     reports = npu_reports(lowering)
     limits = read_vela_config(options.vela_config).arena_cache_sizes
-    lowered.npu = npu_section(reports, lowered.cpu_ops, limits.get(reports[0].memory_mode))
+    lowered.npu = npu_section(
+        reports, lowered.cpu_ops, limits.get(reports[0].memory_mode), lowering.layout_transposes
+    )
     for warning in channel_warnings(lowering.source_program, options.target.name):
         lowered.warnings.append(f"channels: {warning.message(options.target.name)}")
     for report in reports:
