@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
-from lowerkit.arm_passes import ArmLoweringError, lower_to_arm
-from lowerkit.arm_passes import converter
-from lowerkit.arm_passes.converter import ENV, converter_environment, locate_model_converter, packaged_model_converter
+from lowerkit.arm_passes import ArmLoweringError, converter, lower_to_arm
+from lowerkit.arm_passes.converter import (
+    ENV,
+    converter_environment,
+    locate_model_converter,
+    packaged_model_converter,
+)
 
 
 def test_the_package_ships_an_executable_converter() -> None:

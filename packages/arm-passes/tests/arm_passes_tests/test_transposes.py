@@ -43,9 +43,8 @@ def test_cpu_permutes_next_to_the_delegate_or_between_cpu_ops() -> None:
 
 
 def test_tosa_transposes_at_the_partition_inputs_outputs_or_inside() -> None:
-    from executorch.exir.dialects._ops import ops as exir_ops
-
     import executorch.backends.arm.tosa.dialect  # noqa: F401  (registers the TOSA dialect ops)
+    from executorch.exir.dialects._ops import ops as exir_ops
 
     transpose = exir_ops.backend.tosa.TRANSPOSE.default
     graph = Graph()
