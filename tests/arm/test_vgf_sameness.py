@@ -13,7 +13,7 @@ import pytest
 
 from arm.conftest import CI_MODEL, lowered
 from golden.arm import fingerprint
-from lowerkit.arm_passes import VGF_TARGETS, arm_pipeline_passes
+from lowerkit.arm_passes import VGF_TARGETS, ArmLoweringError, arm_pipeline_passes, npu_reports
 from lowerkit.arm_passes.converter import ENV
 
 
@@ -36,3 +36,8 @@ def test_vgf_equals_live_stock(target: str) -> None:
     assert names == [type(p).__name__ for p in arm_pipeline_passes(target)]
     assert "RewriteGridSamplerToTosaCustomPass" in names
     assert 0 < sum(r.ran for r in fast.report.rows) < len(names)
+
+
+def test_the_npu_report_refuses_vgf() -> None:
+    with pytest.raises(ArmLoweringError, match="needs an Ethos-U target; vgf-fp has no Vela output"):
+        npu_reports(lowered(CI_MODEL, "vgf-fp"))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lowerkit.arm_passes import ArmLoweringError, converter, lower_to_arm
+from lowerkit.arm_passes import ArmLoweringError, compile_spec_for, converter, lower_to_arm
 from lowerkit.arm_passes.converter import (
     ENV,
     converter_environment,
@@ -63,3 +63,15 @@ def test_no_converter_anywhere_names_the_package(monkeypatch: pytest.MonkeyPatch
     text = str(info.value)
     assert "\n" not in text and "pip install ai-ml-sdk-model-converter" in text and "missing" in text
     assert ENV not in os.environ
+
+
+def test_vgf_specs_are_aot_arm_compilers_and_ignore_vela_settings_with_a_warning() -> None:
+    from executorch.backends.arm.vgf import VgfCompileSpec
+
+    for target, profile in (("vgf-int", "TOSA-1.0+INT"), ("vgf-fp", "TOSA-1.0+FP")):
+        spec = compile_spec_for(target)
+        assert isinstance(spec, VgfCompileSpec) and str(spec.tosa_spec) == profile
+        assert spec.compiler_flags == []
+    with pytest.warns(UserWarning, match="vgf-fp ignores them"):
+        ignored = compile_spec_for("vgf-fp", system_config="Ethos_U55_High_End_Embedded")
+    assert ignored == compile_spec_for("vgf-fp")
