@@ -193,7 +193,7 @@ def lower_to_arm(
     a16w8: bool = False,
     keep_float: Sequence[str] = (),
 ) -> ArmLowering:
-    """Lower a model to an Arm target (see ``ARM_TARGETS``: TOSA profiles and every Ethos-U configuration).
+    """Lower a model to an Arm target (see ``ARM_TARGETS``: TOSA profiles, every Ethos-U configuration, VGF).
 
     INT, Ethos-U and vgf-int targets are quantized with the stock Arm quantizer first (calibrated on
     `calibration`, default the example inputs) unless `quantize` is False; TOSA-1.0+FP lowers
