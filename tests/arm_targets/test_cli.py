@@ -55,6 +55,10 @@ def test_lower_warns_writes_bundle_etrecord_report_and_inspect_reads_them(capsys
     npu = summary["npu"]
     assert npu["totals"]["npu_cycles"] == npu["partitions"][0]["cycles"]["npu"] > 0
     assert npu["ops"]["npu_layers"] == len(npu["partitions"][0]["layers"])
+    # DS-CNN's one-channel input is the same bytes in NCHW and NHWC: no layout transpose anywhere.
+    kinds = ("delegate_boundary", "delegate_internal", "cpu_boundary", "cpu_internal")
+    assert npu["ops"]["layout_transposes"] == {kind: [] for kind in kinds}
+    assert "layout transposes: in the delegate 0 at its inputs/outputs, 0 inside" in out
 
     code, out, err = run_cli(capsys, "inspect", str(bpte), "--json")
     assert code == 0, err

@@ -42,11 +42,12 @@ def lowering_case(model_name: str, target: str, *, stock: bool, verify: bool = F
 
 
 def fingerprint(lowering: Any) -> dict[str, Any]:
-    """sha256 of every artifact of one lowering (.pte, TOSA, vela) and the CPU ops."""
+    """sha256 of every artifact of one lowering (.pte, TOSA, vela, VGF) and the CPU ops."""
     return {
         "pte_sha256": lowering.pte_sha256,
         "tosa_sha256": list(lowering.tosa_sha256),
         "vela_sha256": [hashlib.sha256(b).hexdigest() for b in lowering.vela_binaries],
+        "vgf_sha256": [hashlib.sha256(b).hexdigest() for b in lowering.vgf_binaries],
         "cpu_ops": list(lowering.cpu_ops),
     }
 

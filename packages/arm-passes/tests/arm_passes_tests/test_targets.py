@@ -17,6 +17,9 @@ EXPECTED_LENGTHS = {
     **{f"ethos-u55-{macs}": 146 for macs in (32, 64, 128, 256)},
     **{f"ethos-u65-{macs}": 146 for macs in (256, 512)},
     **{f"ethos-u85-{macs}": 147 for macs in (128, 256, 512, 1024, 2048)},
+    # TOSA-1.0+INT / FP plus the three passes VgfBackend.preprocess inserts (grid_sampler rewrites).
+    "vgf-int": 150,
+    "vgf-fp": 150,
 }
 
 
@@ -74,3 +77,18 @@ def test_an_unknown_pass_is_reported() -> None:
         pass
 
     assert audit([SomeNewUpstreamPass()]) == ["SomeNewUpstreamPass"]
+
+
+#: The passes ExecuTorch 1.5.1's VgfBackend.preprocess registers around its TOSA pipeline.
+VGF_ONLY = {"InsertGridSamplerGridDequantPass", "FuseGridSamplerFlowOffsetPass", "RewriteGridSamplerToTosaCustomPass"}
+
+
+def test_vgf_pipelines_are_tosa_with_the_vgf_passes(pipelines: dict[str, list[object]]) -> None:
+    """VGF lowers through its profile's TOSA pipeline plus the passes VgfBackend inserts, and the
+    insertion does not leak into later pipelines (upstream's pass-insertion table is put back)."""
+    for vgf, tosa in (("vgf-int", "TOSA-1.0+INT"), ("vgf-fp", "TOSA-1.0+FP")):
+        names = [type(p).__name__ for p in pipelines[vgf]]
+        assert VGF_ONLY <= set(names)
+        assert [n for n in names if n not in VGF_ONLY] == [type(p).__name__ for p in pipelines[tosa]]
+    after = {type(p).__name__ for p in arm_pipeline_passes("TOSA-1.0+INT")}
+    assert not VGF_ONLY & after

@@ -19,6 +19,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "executorch.backends.transforms.fuse_identical_input_transforms_pass:FuseIdenticalInputTransformsPass": ("cde680e6d069bc11", "arm-passes incremental._FuseIdenticalInputTransforms"),
     "executorch.backends.transforms.canonicalize_view_copy_permute_pass:CanonicalizeViewCopyPermutePass": ("437a50dfbd411e2e", "arm-passes incremental._CanonicalizeViewCopyPermute"),
     "executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops:RemovePermutesAroundElementwiseTosaOps": ("b80d6a075677d335", "arm-passes incremental._RemovePermutesAroundElementwiseTosaOps"),
+    "executorch.backends.arm.vgf.backend:VgfBackend.preprocess": ("88168c628a7d07f1", "arm-passes pipelines.arm_pipeline_passes (VGF) / _upstream.vgf_pass_insertions"),
+    "executorch.backends.arm.vgf.backend:_register_vgf_rewrite_passes": ("4a19bb6192b03d30", "arm-passes targets.WHOLE_GRAPH (the VGF-only passes)"),
+    "executorch.backends.arm.vgf.model_converter:find_model_converter_binary": ("ebd238a5c6fb5832", "arm-passes converter.locate_model_converter (MODEL_CONVERTER_PATH, then PATH)"),
 }
 
 

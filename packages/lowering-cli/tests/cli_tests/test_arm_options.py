@@ -70,6 +70,9 @@ def test_defaults_missing_from_own_config_are_named(lowerkit, out, tmp_path):
         (("-t", "ethos-u55-128", "--bundle", "m.pte"), ("name it", "m.bpte")),
         (("-t", "ethos-u55-128", "--sram-budget", "lots"), ("--sram-budget 'lots' is not a size",)),
         (("-t", "tosa-fp", "--flash-budget", "1MiB"), ("--flash-budget applies to Ethos-U targets",)),
+        (("-t", "vgf-int", "--sram-budget", "1MiB"), ("--sram-budget applies to Ethos-U targets", "'vgf-int'")),
+        (("-t", "vgf-fp", "--flash-budget", "1MiB"), ("--flash-budget applies to Ethos-U targets",)),
+        (("-t", "vgf-int", "--a16w8"), ("--a16w8 applies to Ethos-U targets", "TOSA-1.0+INT, which has no int16")),
     ],
 )
 def test_options_that_do_not_fit_the_target(lowerkit, out, args, fragments):
@@ -83,3 +86,31 @@ def test_sizes() -> None:
     assert parse_size("2M", "--x") == 2 * 1024**2
     assert parse_size("1.5 MiB", "--x") == 1536 * 1024
     assert parse_size("65536", "--x") == 65536
+
+
+def test_targets_lists_the_vgf_targets(lowerkit):
+    outcome = lowerkit("targets")
+    assert outcome.code == 0, outcome.err
+    rows = {line.split()[0]: line for line in outcome.out.splitlines()}
+    assert "TOSA-1.0+INT" in rows["vgf-int"] and "model converter" in rows["vgf-int"]
+    assert "TOSA-1.0+FP" in rows["vgf-fp"]
+
+
+def test_vela_settings_are_ignored_by_vgf_with_a_warning(lowerkit, out, tmp_path):
+    """aot_arm_compiler takes --system-config / --memory-mode / --config for `vgf` and ignores them: so does lowerkit, saying so."""
+    plain = tmp_path / "plain.pte"
+    assert lowerkit("lower", "zoo:ds_cnn", "-t", "vgf-fp", "-o", str(plain), "-q").code == 0
+    outcome = lowerkit(
+        "lower", "zoo:ds_cnn", "-t", "vgf-fp", "-o", str(out), "-q", "--system-config", "X", "--vela-config", "none.ini",
+    )
+    assert outcome.code == 0, outcome.err
+    warnings = [line for line in outcome.err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2 and all("'vgf-fp' ignores it" in w for w in warnings), outcome.err
+    assert out.read_bytes() == plain.read_bytes()
+
+
+def test_a_missing_model_converter_is_one_line_with_the_fix(lowerkit, out, monkeypatch):
+    monkeypatch.setenv("MODEL_CONVERTER_PATH", str(out.parent / "no-such-converter"))
+    outcome = lowerkit("lower", "zoo:ds_cnn", "-t", "vgf-int", "-o", str(out), "-q", "--no-cache")
+    assert_one_line_error(outcome, 1, "MODEL_CONVERTER_PATH=", "is not an executable file", "ai-ml-sdk-model-converter")
+    assert_nothing_written(out.parent)

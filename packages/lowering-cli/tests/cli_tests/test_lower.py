@@ -31,7 +31,14 @@ def test_target_writes_a_pte_that_inspect_reads(lowerkit, tmp_path, target):
     inspected = lowerkit("inspect", str(out), "--json")
     assert inspected.code == 0, inspected.err
     methods = json.loads(inspected.out)["methods"]
-    backend_id = "CoreMLBackend" if backend == "coreml" else ("EthosUBackend" if "ethos" in target else "TOSABackend")
+    if backend == "coreml":
+        backend_id = "CoreMLBackend"
+    elif target.startswith("ethos-u"):
+        backend_id = "EthosUBackend"
+    elif target.startswith("vgf"):
+        backend_id = "VgfBackend"  # its payload is the model converter's VGF
+    else:
+        backend_id = "TOSABackend"
     assert [d["backend_id"] for d in methods[0]["delegates"]] == [backend_id]
     if backend == "arm":
         assert summary["passes"], "the Arm pipeline report is missing"

@@ -1,8 +1,8 @@
-"""lowerkit.arm_passes: ExecuTorch's Arm TOSA / Ethos-U pass pipeline, run fast on lowerkit.pass_infra, same bytes."""
+"""lowerkit.arm_passes: ExecuTorch's Arm TOSA / Ethos-U / VGF pass pipeline, run fast on lowerkit.pass_infra, same bytes."""
 
 from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline
 from lowerkit.arm_passes.bundle import bundled_program, etrecord, reference_outputs
-from lowerkit.arm_passes.devices import ARM_TARGETS, ETHOS_U_TARGETS, compile_spec_for
+from lowerkit.arm_passes.devices import ARM_TARGETS, ETHOS_U_TARGETS, VGF_TARGETS, compile_spec_for
 from lowerkit.arm_passes.errors import ArmLoweringError, UnknownArmTargetError
 from lowerkit.arm_passes.incremental import (
     IncrementalPropagateViewCopyPermuteDownPass,
@@ -32,6 +32,7 @@ __all__ = [
     "ARM_TARGETS",
     "ETHOS_U_TARGETS",
     "PROVEN_ON",
+    "VGF_TARGETS",
     "ArmLowering",
     "ArmLoweringError",
     "BudgetExceededError",

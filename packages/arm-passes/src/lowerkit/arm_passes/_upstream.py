@@ -38,6 +38,7 @@ from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops
 )
 from executorch.backends.arm.ethosu.backend import EthosUBackend
 from executorch.backends.arm.tosa.backend import TOSABackend
+from executorch.backends.arm.vgf import backend as vgf_backend
 from executorch.exir._program_utils import _get_updated_graph_signature
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.dialects.edge._ops import EdgeOpOverload as EdgeOpOverload
@@ -65,6 +66,7 @@ __all__ = [
     "capture_backend_inputs",
     "capture_tosa_flatbuffers",
     "capture_tosa_graphs",
+    "capture_tosa_programs",
     "check_program",
     "disable_fake_mode_checks",
     "enable_python_dispatcher",
@@ -78,6 +80,7 @@ __all__ = [
     "shallow_program_copy",
     "tosa_context",
     "update_after_graph_pass",
+    "vgf_pass_insertions",
 ]
 
 #: The module attribute TOSABackend._preprocess_module imports lazily on every call.
@@ -101,6 +104,21 @@ def build_pass_list(
         exported_program=exported_program, graph_module=exported_program.graph_module
     )
     return list(passes)
+
+
+@contextlib.contextmanager
+def vgf_pass_insertions() -> Iterator[None]:
+    """Within the block ArmPassManager inserts the VGF-only passes, as ``VgfBackend.preprocess`` arranges.
+
+    Upstream registers them (``_register_vgf_rewrite_passes``) in a process-wide table around
+    its own TOSA preprocess and puts the table back after; this does the same, with its helpers.
+    """
+    snapshot = vgf_backend._snapshot_registered_pass_insertions()
+    try:
+        vgf_backend._register_vgf_rewrite_passes()
+        yield
+    finally:
+        vgf_backend._restore_registered_pass_insertions(snapshot)
 
 
 def check_program(exported_program: ExportedProgram) -> None:
@@ -263,6 +281,20 @@ def capture_tosa_graphs(sink: list[tuple[bytes, GraphModule]]) -> Iterator[None]
     def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
         result = inner(edge_program, compile_spec)
         sink.append((bytes(result.processed_bytes), edge_program.graph_module))
+        return result
+
+    with TOSA_PREPROCESS.scope(recording):
+        yield
+
+
+@contextlib.contextmanager
+def capture_tosa_programs(sink: list[ExportedProgram]) -> Iterator[None]:
+    """Append each TOSA partition's edge program as serialized: after the Arm pass pipeline, which
+    rewrites it in place (graph of TOSA dialect ops, signature naming its user inputs)."""
+
+    def recording(edge_program: ExportedProgram, compile_spec: Any, inner: Any) -> Any:
+        result = inner(edge_program, compile_spec)
+        sink.append(edge_program)
         return result
 
     with TOSA_PREPROCESS.scope(recording):

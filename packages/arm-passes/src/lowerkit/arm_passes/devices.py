@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,20 +11,25 @@ from executorch.backends.arm.ethosu.partitioner import EthosUPartitioner
 from executorch.backends.arm.quantizer import (
     EthosUQuantizer,
     TOSAQuantizer,
+    VgfQuantizer,
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
+from executorch.backends.arm.tosa import TosaSpecification
 from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
 from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
 
 from lowerkit.arm_passes.errors import ArmLoweringError, UnknownArmTargetError
 
 __all__ = [
     "ARM_TARGETS",
     "ETHOS_U_TARGETS",
+    "VGF_TARGETS",
     "compile_spec_for",
     "is_ethos_u",
     "is_integer",
+    "is_vgf",
     "partitioner_for",
     "quantizer_for",
     "supports_int16",
@@ -36,9 +42,17 @@ ETHOS_U_TARGETS: tuple[str, ...] = (
     *(f"ethos-u85-{macs}" for macs in (128, 256, 512, 1024, 2048)),
 )
 
-#: Target names: TOSA profiles (flatbuffer only) and Ethos-U configurations (TOSA + vela).
+#: ExecuTorch's VGF backend (TOSA converted to VGF by the ML SDK model converter), one name per
+#: TOSA profile: aot_arm_compiler's single ``vgf`` target takes TOSA-1.0+INT with ``--quantize``
+#: and TOSA-1.0+FP without (``_get_compile_spec``), so "vgf-int" / "vgf-fp" are those two.
+VGF_TARGETS: tuple[str, ...] = ("vgf-int", "vgf-fp")
+
+#: Target names: TOSA profiles (flatbuffer only), Ethos-U configurations (TOSA + vela) and VGF.
 #: "TOSA-1.0+INT+int16" quantizes a16w8 (int16 activations, int8 weights), as aot_arm_compiler.
-ARM_TARGETS: tuple[str, ...] = ("TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+int16", *ETHOS_U_TARGETS)
+ARM_TARGETS: tuple[str, ...] = ("TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+int16", *ETHOS_U_TARGETS, *VGF_TARGETS)
+
+#: The TOSA profile each VGF target lowers to (aot_arm_compiler's choice for ``vgf``).
+_VGF_PROFILES = {"vgf-int": "TOSA-1.0+INT", "vgf-fp": "TOSA-1.0+FP"}
 
 
 def _check(target: str) -> str:
@@ -54,14 +68,19 @@ def is_ethos_u(target: str) -> bool:
     return _check(target).startswith("ethos-u")
 
 
+def is_vgf(target: str) -> bool:
+    """True for the VGF targets (whose TOSA is converted further by the ML SDK model converter)."""
+    return _check(target) in VGF_TARGETS
+
+
 def is_integer(target: str) -> bool:
-    """True for targets that run quantized integer TOSA (everything but TOSA-1.0+FP)."""
-    return _check(target) != "TOSA-1.0+FP"
+    """True for targets that run quantized integer TOSA (all but TOSA-1.0+FP and vgf-fp)."""
+    return _check(target) not in ("TOSA-1.0+FP", "vgf-fp")
 
 
 def supports_int16(target: str) -> bool:
-    """True for targets whose TOSA profile has the int16 extension (a16w8): all but INT and FP."""
-    return _check(target) not in ("TOSA-1.0+INT", "TOSA-1.0+FP")
+    """True for targets whose TOSA profile has the int16 extension (a16w8): TOSA-1.0+INT+int16 and Ethos-U."""
+    return _check(target) not in ("TOSA-1.0+INT", "TOSA-1.0+FP", *VGF_TARGETS)
 
 
 def compile_spec_for(
@@ -71,10 +90,12 @@ def compile_spec_for(
     memory_mode: str | None = None,
     config_ini: str | None = None,
 ) -> Any:
-    """A fresh stock compile spec (TosaCompileSpec or EthosUCompileSpec) for `target`.
+    """A fresh stock compile spec (TosaCompileSpec, EthosUCompileSpec or VgfCompileSpec) for `target`.
 
     Ethos-U only: `system_config` / `memory_mode` (None: ExecuTorch's defaults for the target)
-    and `config_ini`, the Vela config file (None: Vela's own ``Arm/vela.ini``).
+    and `config_ini`, the Vela config file (None: Vela's own ``Arm/vela.ini``). VGF targets
+    ignore them with a warning, as aot_arm_compiler does (silently) for ``vgf``; TOSA targets
+    refuse them.
     """
     if is_ethos_u(target):
         return EthosUCompileSpec(
@@ -83,7 +104,16 @@ def compile_spec_for(
             memory_mode=memory_mode,
             config_ini=config_ini if config_ini is not None else "Arm/vela.ini",
         )
-    if (system_config, memory_mode, config_ini) != (None, None, None):
+    given = (system_config, memory_mode, config_ini) != (None, None, None)
+    if _check(target) in VGF_TARGETS:
+        if given:
+            warnings.warn(
+                f"system config, memory mode and Vela config are Ethos-U (Vela) settings; {target} ignores them",
+                UserWarning,
+                stacklevel=2,
+            )
+        return VgfCompileSpec(TosaSpecification.create_from_string(_VGF_PROFILES[target]))
+    if given:
         raise ArmLoweringError(
             f"system config, memory mode and Vela config apply to Ethos-U targets, not {target!r}"
         )
@@ -95,8 +125,13 @@ def quantizer_for(compile_spec: Any, *, a16w8: bool = False, keep_float: Sequenc
 
     The modules named in `keep_float` (e.g. "features.3.0") are not quantized.
     """
-    cls = EthosUQuantizer if isinstance(compile_spec, EthosUCompileSpec) else TOSAQuantizer
-    quantizer = cls(compile_spec)
+    quantizer: Any
+    if isinstance(compile_spec, EthosUCompileSpec):
+        quantizer = EthosUQuantizer(compile_spec)
+    elif isinstance(compile_spec, VgfCompileSpec):
+        quantizer = VgfQuantizer(compile_spec)
+    else:
+        quantizer = TOSAQuantizer(compile_spec)
     config = get_symmetric_a16w8_quantization_config() if a16w8 else get_symmetric_quantization_config()
     quantizer.set_global(config)
     for name in keep_float:
@@ -108,4 +143,6 @@ def partitioner_for(compile_spec: Any) -> Any:
     """The stock Arm partitioner for a compile spec."""
     if isinstance(compile_spec, EthosUCompileSpec):
         return EthosUPartitioner(compile_spec)
+    if isinstance(compile_spec, VgfCompileSpec):
+        return VgfPartitioner(compile_spec)
     return TOSAPartitioner(compile_spec)

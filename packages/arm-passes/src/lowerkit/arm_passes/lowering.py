@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from executorch.backends.arm.vgf import VgfBackend
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir.delegate import executorch_call_delegate
 from torch.export import ExportedProgram
@@ -20,15 +21,18 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline
+from lowerkit.arm_passes.converter import converter_environment
 from lowerkit.arm_passes.devices import (
     compile_spec_for,
     is_ethos_u,
     is_integer,
+    is_vgf,
     partitioner_for,
     quantizer_for,
     supports_int16,
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
+from lowerkit.arm_passes.transposes import LayoutTransposes, layout_transposes
 from lowerkit.pass_infra import (
     PipelineReport,
     accelerated_quantization,
@@ -72,6 +76,10 @@ class ArmLowering:
     executorch_manager: Any = field(default=None, repr=False, compare=False)
     #: Activations quantized to int16 (a16w8) rather than int8.
     a16w8: bool = False
+    #: VGF only: the model converter's VGF payload per partition (empty for other targets).
+    vgf_binaries: tuple[bytes, ...] = field(default=(), repr=False)
+    #: The layout transposes, in the delegate and on the CPU, at the delegate boundary or inside.
+    layout_transposes: LayoutTransposes = field(default_factory=LayoutTransposes)
 
     @property
     def report(self) -> PipelineReport | None:
@@ -195,27 +203,30 @@ def lower_to_arm(
     a16w8: bool = False,
     keep_float: Sequence[str] = (),
 ) -> ArmLowering:
-    """Lower a model to an Arm target (see ``ARM_TARGETS``: TOSA profiles and every Ethos-U configuration).
+    """Lower a model to an Arm target (see ``ARM_TARGETS``: TOSA profiles, every Ethos-U configuration, VGF).
 
-    INT and Ethos-U targets are quantized with the stock Arm quantizer first (calibrated on
+    INT, Ethos-U and vgf-int targets are quantized with the stock Arm quantizer first (calibrated on
     `calibration`, default the example inputs) unless `quantize` is False; TOSA-1.0+FP lowers
-    in float. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
+    in float, and so does vgf-fp. Ops TOSA cannot take stay on the CPU and are listed in ``cpu_ops``.
     `stock=True` runs ExecuTorch's own pipeline (the reference); `verify=True` re-runs every
     pass the stock way and raises on any difference. Ethos-U: `system_config`, `memory_mode`
     and `vela_config` (a Vela .ini) go to Vela as in ExecuTorch's ``EthosUCompileSpec``
     (unknown names raise, listing those the config has). `a16w8` quantizes activations to
     int16 (targets with the int16 extension; implied by "TOSA-1.0+INT+int16"). `keep_float`
     names modules (e.g. "features.3.0") the quantizer leaves in float; with none named the
-    bytes are unchanged.
+    bytes are unchanged. VGF targets run Arm's ML SDK model converter (``converter.py`` finds it).
 
     Holds the process-wide lowering lock (torch / ExecuTorch cannot lower in several threads
     at once): concurrent calls run one after the other and give their sequential results.
     """
     with lowering_lock():
         compile_spec = _compile_spec(target, system_config, memory_mode, vela_config)
-        return _lower(model_or_exported_program, example_inputs, target, compile_spec,
-                      quantize=quantize, calibration=calibration, stock=stock, verify=verify,
-                      a16w8=_a16w8(target, a16w8), keep_float=keep_float)
+        # VGF: the converter is found (or its absence reported) before any work.
+        converter = converter_environment() if is_vgf(target) else contextlib.nullcontext()
+        with converter:
+            return _lower(model_or_exported_program, example_inputs, target, compile_spec,
+                          quantize=quantize, calibration=calibration, stock=stock, verify=verify,
+                          a16w8=_a16w8(target, a16w8), keep_float=keep_float)
 
 
 def _a16w8(target: str, asked: bool) -> bool:
@@ -260,9 +271,11 @@ def _lower(
         program = _quantize(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
 
     flatbuffers: list[bytes] = []
+    tosa_programs: list[ExportedProgram] = []
     log = io.StringIO()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_upstream.capture_tosa_flatbuffers(flatbuffers))
+        stack.enter_context(_upstream.capture_tosa_programs(tosa_programs))
         reports: list[PipelineReport] = (
             [] if stock else stack.enter_context(accelerated_arm_pipeline(verify=verify))
         )
@@ -272,9 +285,11 @@ def _lower(
         lowered = edge.exported_program()
         cpu_ops = graph_ops.cpu_ops(lowered, ignore=_delegate_io_conversion)
         input_qparams, output_qparams = _boundary_qparams(lowered)
+        transposes = layout_transposes(lowered, tosa_programs)
         executorch_program = edge.to_executorch()
         pte = bytes(executorch_program.buffer)
     vela = graph_ops.delegate_payloads(lowered, _upstream.ethosu_backend_id()) if is_ethos_u(target) else []
+    vgf = graph_ops.delegate_payloads(lowered, VgfBackend.__name__) if is_vgf(target) else []
     return ArmLowering(
         target=target,
         pte=pte,
@@ -291,4 +306,6 @@ def _lower(
         edge_manager=edge,
         executorch_manager=executorch_program,
         a16w8=a16w8 and quantize,
+        vgf_binaries=tuple(vgf),
+        layout_transposes=transposes,
     )

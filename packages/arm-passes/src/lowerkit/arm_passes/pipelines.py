@@ -8,7 +8,7 @@ import torch
 from torch.export import ExportedProgram
 
 from lowerkit.arm_passes import _upstream
-from lowerkit.arm_passes.devices import compile_spec_for
+from lowerkit.arm_passes.devices import compile_spec_for, is_vgf
 
 __all__ = ["arm_pipeline_passes"]
 
@@ -29,6 +29,14 @@ def arm_pipeline_passes(target: str, exported_program: ExportedProgram | None = 
     """The pass instances ArmPassManager.transform_to_backend_pipeline runs for `target`, in order.
 
     Passes that hold the exported program are built for `exported_program` (default: a trivial one).
+    VGF targets: the pipeline ``VgfBackend.preprocess`` runs, i.e. its TOSA spec's with the
+    VGF-only passes inserted.
     """
     program = exported_program if exported_program is not None else _trivial_program()
-    return _upstream.build_pass_list(compile_spec_for(target), program)
+    spec = compile_spec_for(target)
+    if not is_vgf(target):
+        return _upstream.build_pass_list(spec, program)
+    from executorch.backends.arm.tosa.backend import TOSABackend
+
+    with _upstream.vgf_pass_insertions():
+        return _upstream.build_pass_list(TOSABackend.filter_tosa_compile_specs(spec), program)

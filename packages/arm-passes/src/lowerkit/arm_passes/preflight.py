@@ -2,8 +2,9 @@
 
 Memory figures are Vela's (``npu_report``); channel counts are read from the lowered
 program's convolution and linear weights; the channel granularity is Vela's output
-micro-block depth for the target (``ArchitectureFeatures.accelerator_configs``; Ethos-U85,
-which Vela's C++ core models, is taken as 16).
+micro-block depth for the target: Vela's Python tables for Ethos-U55 / U65
+(``ArchitectureFeatures.accelerator_configs``), and for Ethos-U85, which Vela models in its C++
+core (regor), the table below.
 """
 
 from __future__ import annotations
@@ -18,8 +19,16 @@ from lowerkit.arm_passes.npu_report import NpuReport
 
 __all__ = ["BudgetExceededError", "ChannelWarning", "channel_granularity", "channel_warnings", "check_budgets"]
 
-#: Output channel granularity assumed for Ethos-U85 (Vela's Python tables cover U55 / U65 only).
-U85_CHANNEL_GRANULARITY = 16
+#: Ethos-U85 output channel granularity per MAC configuration: the shallowest OFM micro-block
+#: Vela may pick for a convolution / fully connected layer with 8- or 16-bit input. Source:
+#: ethos-u-vela 5.1.0, ethosu/regor/architecture/ethosu85/ethos_u85.cpp, ``s_EthosU85Configs``
+#: (each configuration's ``ofmUBlocks``: 128: 1x2x8, 1x1x16; 256: 1x2x16, 1x4x8, 2x2x8;
+#: 512: 2x2x16, 1x4x16; 1024: 2x2x32, 1x4x32, 2x4x16; 2048: 2x2x64, 1x4x64, 4x4x16) and
+#: ``ArchEthosU85::SetupOfmUBlockToOpTable`` (which of them take `conv` / `vectorprod`: on 128 and
+#: 256 the 16-deep blocks only for depthwise, pooling and 1x1 depth-first convolutions). The
+#: wheel ships regor compiled; Vela 5.1.0's ``--verbose-schedule`` prints the block it chose
+#: ("OFM UBlock=[h, w, depth]"), which tests/arm_passes_tests/test_preflight.py checks.
+U85_CHANNEL_GRANULARITY: dict[int, int] = {128: 8, 256: 8, 512: 16, 1024: 16, 2048: 16}
 #: Warn when padding to the granularity adds at least this share of work to a layer.
 WASTE_THRESHOLD = 0.2
 
@@ -63,8 +72,10 @@ class ChannelWarning:
 
 def channel_granularity(target: str) -> int:
     """Output channels the target's MAC array computes at once (Vela's OFM micro-block depth)."""
-    if target.startswith("ethos-u85"):
-        return U85_CHANNEL_GRANULARITY
+    if not target.startswith("ethos-u"):
+        raise ArmLoweringError(f"channel granularity is an Ethos-U (Vela) figure; {target} has none")
+    if target.startswith("ethos-u85-"):
+        return U85_CHANNEL_GRANULARITY[int(target.removeprefix("ethos-u85-"))]
     from ethosu.vela.architecture_features import (
         Accelerator,
         ArchitectureFeatures,

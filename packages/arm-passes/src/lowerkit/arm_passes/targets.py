@@ -64,6 +64,9 @@ WHOLE_GRAPH: dict[str, str] = {
     "SymbolicToTosaShapesPass": "rewrites symbolic shape expressions of any op",
     "InsertRescalePass": "inserts RESCALE wherever qparams meta of any op differ from its inputs'",
     "EnsureUniqueOutputNodesPass": "rewrites the output node's arguments, not call_function ops",
+    # VGF only (inserted by VgfBackend.preprocess):
+    "InsertGridSamplerGridDequantPass": "overrides call() and inserts dequantizes on grid_sampler grids via graph walk",
+    "FuseGridSamplerFlowOffsetPass": "overrides call() and matches q/dq, expand, linspace and cat chains feeding grid_sampler",
 }
 
 

@@ -120,9 +120,11 @@ def lower_command(
     for path in (output, report, bundle, etrecord):
         if path is not None:
             atomic.check_writable(path)
+    setting_warnings: list[str] = []
     arm_settings = _arm_settings(
         target, system_config=system_config, memory_mode=memory_mode, vela_config=vela_config, a16w8=a16w8,
         bundle=bundle, etrecord=etrecord, sram_budget=sram_budget, flash_budget=flash_budget,
+        warn=setting_warnings,
     )
     if mlpackage is not None and target.backend != "coreml":
         raise UsageError(f"--mlpackage applies to Core ML targets, not '{target.name}'")
@@ -172,6 +174,7 @@ def lower_command(
         keep_float=kept_float,
     )
     lowered = cached.lower_model(model, options, steps=steps, cache=cache)
+    lowered.warnings[:0] = setting_warnings
     write_bytes_atomically(output, lowered.pte)
     for kind, path in (("bundle", bundle), ("etrecord", etrecord)):
         if path is not None:
@@ -213,18 +216,35 @@ def lower_command(
 
 #: Options that apply to Ethos-U targets only.
 _ETHOS_U_ONLY = ("--system-config", "--memory-mode", "--vela-config", "--sram-budget", "--flash-budget")
+#: Of those, the Vela settings ExecuTorch's aot_arm_compiler takes for `vgf` and ignores: a warning there.
+_IGNORED_BY_VGF = ("--system-config", "--memory-mode", "--vela-config")
 
 
-def _arm_settings(target: targets.Target, **given: Any) -> dict[str, Any]:
-    """The Arm fields of LowerOptions, checked against the target before any work; UsageError otherwise."""
+def _arm_settings(target: targets.Target, *, warn: list[str], **given: Any) -> dict[str, Any]:
+    """The Arm fields of LowerOptions, checked against the target before any work; UsageError otherwise.
+
+    Settings upstream ignores for the target are dropped, with a line appended to `warn`.
+    """
     from lowerkit.cli.sizes import parse_size
 
     ethos_u = target.name.startswith("ethos-u")
+    vgf = target.name.startswith("vgf")
     for option in _ETHOS_U_ONLY:
-        if given[option.removeprefix("--").replace("-", "_")] is not None and not ethos_u:
-            raise UsageError(f"{option} applies to Ethos-U targets (ethos-u55-128, ...), not '{target.name}'")
+        field = option.removeprefix("--").replace("-", "_")
+        if given[field] is None or ethos_u:
+            continue
+        if vgf and option in _IGNORED_BY_VGF:
+            warn.append(f"{option} is a Vela (Ethos-U) setting; '{target.name}' ignores it, as ExecuTorch's VGF lowering does")
+            given[field] = None
+            continue
+        raise UsageError(f"{option} applies to Ethos-U targets (ethos-u55-128, ...), not '{target.name}'")
     if given["a16w8"] and not ethos_u:
-        hint = "; tosa-int16 is a16w8 already" if target.name == "tosa-int16" else "; for TOSA use -t tosa-int16"
+        if target.name == "tosa-int16":
+            hint = "; tosa-int16 is a16w8 already"
+        elif vgf:
+            hint = "; ExecuTorch's VGF lowering uses TOSA-1.0+INT, which has no int16 (use -t tosa-int16)"
+        else:
+            hint = "; for TOSA use -t tosa-int16"
         raise UsageError(f"--a16w8 applies to Ethos-U targets, not '{target.name}'{hint}")
     for option in ("bundle", "etrecord"):
         if given[option] is not None and target.backend != "arm":

@@ -1,4 +1,4 @@
-"""Lower to ExecuTorch with the Arm TOSA / Ethos-U delegate, through lowerkit.arm_passes."""
+"""Lower to ExecuTorch with the Arm TOSA / Ethos-U / VGF delegate, through lowerkit.arm_passes."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ ARM_TARGET_NAMES = {
     "tosa-fp": "TOSA-1.0+FP",
     "tosa-int16": "TOSA-1.0+INT+int16",
     **{f"ethos-u{npu}-{macs}": f"ethos-u{npu}-{macs}" for npu, macs in ETHOS_U_CONFIGS},
+    "vgf-int": "vgf-int",
+    "vgf-fp": "vgf-fp",
 }
 
 
@@ -42,11 +44,13 @@ def _lower_to_arm(source: ModelSource, options: LowerOptions, calibration: list[
         text = str(error)
         if text.startswith(("unknown system config", "unknown memory mode", "Vela config", "a16w8 needs")):
             raise UsageError(text) from None
+        if text.startswith(("the VGF targets need", "MODEL_CONVERTER_PATH=")):
+            raise LoweringError(text) from None  # the converter is missing: one line with the fix
         raise
 
 
 def lower(source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
-    """Quantize (INT / Ethos-U), run the fast Arm pipeline, serialize a .pte; Ethos-U: Vela's NPU report."""
+    """Quantize (INT / Ethos-U / vgf-int), run the fast Arm pipeline, serialize a .pte; Ethos-U: Vela's NPU report."""
     target = options.target
     with steps.step(f"lower to {ARM_TARGET_NAMES[target.name]}"):
         lowering = _lower_to_arm(source, options, calibration)
@@ -90,7 +94,9 @@ def _npu(lowered: Lowered, lowering: Any, options: LowerOptions) -> None:
 
     reports = npu_reports(lowering)
     limits = read_vela_config(options.vela_config).arena_cache_sizes
-    lowered.npu = npu_section(reports, lowered.cpu_ops, limits.get(reports[0].memory_mode))
+    lowered.npu = npu_section(
+        reports, lowered.cpu_ops, limits.get(reports[0].memory_mode), lowering.layout_transposes
+    )
     for warning in channel_warnings(lowering.source_program, options.target.name):
         lowered.warnings.append(f"channels: {warning.message(options.target.name)}")
     for report in reports:

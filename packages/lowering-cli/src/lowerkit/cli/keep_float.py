@@ -28,7 +28,7 @@ def check(names: Sequence[str], source: ModelSource, target: Target) -> tuple[st
     if not names:
         return ()
     if not target.calibrates:
-        raise UsageError(f"--keep-float applies to quantizing targets (tosa-int, ethos-u*, coreml-int8), not '{target.name}'")
+        raise UsageError(f"--keep-float applies to quantizing targets (tosa-int, ethos-u*, vgf-int, coreml-int8), not '{target.name}'")
     known = module_names(source)
     for name in names:
         if name not in known:

@@ -14,10 +14,13 @@ from typing import Any
 _TRANSPOSE_WORDS = ("transpose", "permute")
 
 
-def npu_section(reports: Sequence[Any], cpu_ops: Sequence[str], sram_limit: int | None = None) -> dict[str, Any]:
+def npu_section(
+    reports: Sequence[Any], cpu_ops: Sequence[str], sram_limit: int | None = None, transposes: Any = None
+) -> dict[str, Any]:
     """JSON-ready NPU report: per partition Vela's figures, totals, op placement and the TOSA -> Vela op mapping.
 
     `sram_limit`: the memory mode's SRAM size (its arena_cache_size), when the Vela config sets one.
+    `transposes`: the lowering's ``LayoutTransposes`` (delegate boundary vs internal, NPU and CPU side).
     """
     partitions = [report.to_json() for report in reports]
     first = partitions[0]
@@ -52,10 +55,31 @@ def npu_section(reports: Sequence[Any], cpu_ops: Sequence[str], sram_limit: int 
                 layer["name"] for layer in layers if any(w in layer["tosa_op"].lower() for w in _TRANSPOSE_WORDS)
             ],
             "layout_transposes_on_cpu": [op for op in cpu_ops if any(w in op.lower() for w in _TRANSPOSE_WORDS)],
+            # The TOSA TRANSPOSEs (and CPU permutes) by where they sit: at the delegate's inputs /
+            # outputs (the NCHW <-> NHWC price of the model's interface) or inside.
+            **({"layout_transposes": {
+                kind: list(getattr(transposes, kind))
+                for kind in ("delegate_boundary", "delegate_internal", "cpu_boundary", "cpu_internal")
+            }} if transposes is not None else {}),
         },
         "op_mapping": dict(sorted(mapping.items())),
         "partitions": partitions,
     }
+
+
+def _transposes_line(ops: dict[str, Any]) -> str:
+    split = ops.get("layout_transposes")
+    if split is None:  # a report written before the split
+        cpu = ops["layout_transposes_on_cpu"]
+        return (
+            f"  layout transposes: {len(ops['layout_transposes_on_npu'])} on the NPU, {len(cpu)} on the CPU"
+            + (f" ({', '.join(cpu)})" if cpu else "")
+        )
+    return (
+        f"  layout transposes: in the delegate {len(split['delegate_boundary'])} at its inputs/outputs, "
+        f"{len(split['delegate_internal'])} inside ({len(ops['layout_transposes_on_npu'])} Vela layers); "
+        f"on the CPU {len(split['cpu_boundary'])} next to the delegate, {len(split['cpu_internal'])} between CPU ops"
+    )
 
 
 def _kib(value: int) -> str:
@@ -78,9 +102,7 @@ def render(section: dict[str, Any], *, layers: bool = True) -> list[str]:
         f"weights in {section['weights_area']}, feature maps in {section['feature_map_area']}",
         f"  ops: {ops['npu_layers']} layers on the NPU, {len(ops['vela_cpu_layers'])} left to the CPU by Vela, "
         f"CPU ops outside the delegate: {', '.join(ops['cpu_ops_outside_delegate']) or 'none'}",
-        f"  layout transposes: {len(ops['layout_transposes_on_npu'])} on the NPU, "
-        f"{len(ops['layout_transposes_on_cpu'])} on the CPU"
-        + (f" ({', '.join(ops['layout_transposes_on_cpu'])})" if ops["layout_transposes_on_cpu"] else ""),
+        _transposes_line(ops),
         "  TOSA -> Vela: " + "; ".join(f"{path} x{count}" for path, count in section["op_mapping"].items()),
     ]
     if layers:

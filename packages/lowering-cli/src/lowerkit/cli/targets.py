@@ -48,6 +48,9 @@ TARGETS: dict[str, Target] = {
             Target(f"ethos-u{npu}-{macs}", "arm", f"Arm Ethos-U{npu}, {macs} MACs (int8 or --a16w8, vela-compiled)", True)
             for npu, macs in ETHOS_U_CONFIGS
         ),
+        # ExecuTorch's aot_arm_compiler has one `vgf` target: TOSA-1.0+INT with --quantize, +FP without.
+        Target("vgf-int", "arm", "VGF (TOSA-1.0+INT, int8 quantized, converted by Arm's ML SDK model converter)", True),
+        Target("vgf-fp", "arm", "VGF (TOSA-1.0+FP, float, converted by Arm's ML SDK model converter)"),
     )
 }
 

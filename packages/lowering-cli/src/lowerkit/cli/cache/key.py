@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 KEY_FORMAT = "lowerkit-lowering-cache-1"
 
 #: Distributions whose versions decide the bytes.
-TOOLCHAIN = ("torch", "executorch", "coremltools", "torchao", "tosa-tools", "ethos-u-vela", "numpy")
+TOOLCHAIN = (
+    "torch", "executorch", "coremltools", "torchao", "tosa-tools", "ethos-u-vela", "ai-ml-sdk-model-converter", "numpy",
+)
 
 #: lowerkit's packages: their versions and their source (a source edit is a new key).
 LOWERKIT_PACKAGES = (
