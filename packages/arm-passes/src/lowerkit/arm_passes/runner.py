@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from executorch.exir.pass_base import ExportPass
@@ -35,9 +35,33 @@ from lowerkit.pass_infra import (
     lowering_lock,
 )
 
-__all__ = ["FastArmPassManager", "collect_reports", "fast_passes"]
+__all__ = ["FastArmPassManager", "capture_pass_states", "collect_reports", "fast_passes"]
 
 _LOCAL = threading.local()
+
+#: Called with (pass name or "" for the pipeline's input, program, graph module) after each pass.
+PassObserver = Callable[[str, ExportedProgram, GraphModule], None]
+
+
+@contextlib.contextmanager
+def capture_pass_states(observer: PassObserver) -> Iterator[None]:
+    """Call `observer` on the program's input and after every pass of FastArmPassManager runs in this thread.
+
+    The observer sees the live program and graph module (the next pass rewrites them): it must
+    copy what it keeps and change nothing. Without an observer the pipeline runs as always.
+    """
+    previous = getattr(_LOCAL, "observer", None)
+    _LOCAL.observer = observer
+    try:
+        yield
+    finally:
+        _LOCAL.observer = previous
+
+
+def _observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
+    observer = getattr(_LOCAL, "observer", None)
+    if observer is not None:
+        observer(name, program, graph_module)
 
 
 @contextlib.contextmanager
@@ -116,6 +140,7 @@ class _ArmStep:
         if reference is not None:
             _check_same(self.__name__, reference, result.graph_module)
             self.verified += 1
+        _observe(self.__name__, program, result.graph_module)
         return result
 
 
@@ -177,6 +202,7 @@ def run_fast_pipeline(
     """Run `passes` on a shallow copy of `exported_program` as ExportedProgramPassManager would."""
     program = _upstream.shallow_program_copy(exported_program)
     _upstream.check_program(program)
+    _observe("", program, program.graph_module)
     state = _ProgramState(program)
     steps = [
         _ArmStep(fast, state, original=original, verify=verify)

@@ -1,0 +1,102 @@
+"""Snapshots of the Arm pass pipeline's graph after each pass, runnable later on real tensors."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+from torch.fx import GraphModule
+
+from lowerkit.arm_passes.runner import capture_pass_states
+
+__all__ = ["PassState", "record_pass_states"]
+
+#: Node meta the passes may edit in place (copied per snapshot; the rest is shared).
+_OWNED_META = ("input_qparams", "output_qparams")
+
+
+@dataclass(frozen=True)
+class PassState:
+    """The pipeline's graph after pass number `index` (0: the pipeline's input, `name` "")."""
+
+    index: int
+    name: str
+    graph_module: GraphModule = field(repr=False)
+    #: Placeholder name -> value, for every placeholder that is not a user input.
+    constants: dict[str, torch.Tensor] = field(repr=False)
+    #: The user-input placeholders, in order.
+    user_inputs: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The pass's name and position, e.g. "InsertRescalePass (#97)"."""
+        return f"{self.name} (#{self.index})" if self.name else "pipeline input"
+
+
+def _copy_graph(graph_module: GraphModule) -> GraphModule:
+    graph = torch.fx.Graph()
+    mapping: dict[torch.fx.Node, torch.fx.Node] = {}
+    out = graph.graph_copy(graph_module.graph, mapping)
+    graph.output(out)
+    for old, new in mapping.items():
+        new.meta = dict(old.meta)
+        for key in _OWNED_META:
+            if key in old.meta:
+                new.meta[key] = copy.deepcopy(old.meta[key])
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    new_output = next(n for n in graph.nodes if n.op == "output")
+    new_output.meta = {k: copy.deepcopy(v) if k in _OWNED_META else v for k, v in output.meta.items()}
+    return GraphModule(graph_module, graph)
+
+
+class _ConstantCopies:
+    """Copies of the program's constants, shared between snapshots while a tensor is unchanged."""
+
+    def __init__(self) -> None:
+        self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def copy_of(self, tensor: torch.Tensor) -> torch.Tensor:
+        known = self._copies.get(id(tensor))
+        if known is not None and known[0] is tensor and torch.equal(known[1], tensor):
+            return known[1]
+        snapshot = tensor.detach().clone()
+        self._copies[id(tensor)] = (tensor, snapshot)
+        return snapshot
+
+
+def _constants(program: ExportedProgram, copies: _ConstantCopies) -> tuple[dict[str, torch.Tensor], tuple[str, ...]]:
+    values: dict[str, torch.Tensor] = {}
+    users: list[str] = []
+    for spec in program.graph_signature.input_specs:
+        name = getattr(spec.arg, "name", None)
+        if name is None:
+            continue
+        if spec.kind == InputKind.USER_INPUT:
+            users.append(name)
+            continue
+        source: Any = program.constants if spec.kind == InputKind.CONSTANT_TENSOR else program.state_dict
+        value = source.get(spec.target) if spec.target is not None else None
+        if value is None and spec.target is not None:
+            value = program.constants.get(spec.target, program.state_dict.get(spec.target))
+        if isinstance(value, torch.Tensor):
+            values[name] = copies.copy_of(value)
+    return values, tuple(users)
+
+
+@contextmanager
+def record_pass_states(sink: list[PassState]) -> Iterator[None]:
+    """Append a PassState for the pipeline's input and after every pass FastArmPassManager runs here."""
+    copies = _ConstantCopies()
+
+    def observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
+        constants, users = _constants(program, copies)
+        sink.append(PassState(len(sink), name, _copy_graph(graph_module), constants, users))
+
+    with capture_pass_states(observe):
+        yield
