@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from executorch.exir.pass_base import ExportPass
@@ -35,7 +35,7 @@ from lowerkit.pass_infra import (
     lowering_lock,
 )
 
-__all__ = ["FastArmPassManager", "capture_pass_states", "collect_reports", "fast_passes"]
+__all__ = ["FastArmPassManager", "capture_pass_states", "collect_reports", "fast_passes", "passes_inserted_after"]
 
 _LOCAL = threading.local()
 
@@ -56,6 +56,22 @@ def capture_pass_states(observer: PassObserver) -> Iterator[None]:
         yield
     finally:
         _LOCAL.observer = previous
+
+
+@contextlib.contextmanager
+def passes_inserted_after(target: type, passes: Sequence[Any]) -> Iterator[None]:
+    """Insert `passes` after each `target` pass of the pipelines FastArmPassManager builds in this thread.
+
+    Through upstream's own ``ArmPassManager.insert_passes_after`` (its pipeline raises if
+    `target` is not in it); other threads and lowerings outside the block are unaffected.
+    For checking tools against a pass bug built on purpose, or trying a pass of your own.
+    """
+    previous = getattr(_LOCAL, "insertions", ())
+    _LOCAL.insertions = (*previous, (target, tuple(passes)))
+    try:
+        yield
+    finally:
+        _LOCAL.insertions = previous
 
 
 def _observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
@@ -221,6 +237,11 @@ class FastArmPassManager(_upstream.ArmPassManager):
     """ArmPassManager that runs its own pass list through lowerkit.pass_infra."""
 
     verify = False
+
+    def __init__(self, compile_spec: Any) -> None:
+        super().__init__(compile_spec)
+        for target, passes in getattr(_LOCAL, "insertions", ()):
+            self.insert_passes_after(target, list(passes))
 
     def _transform(self, exported_program: ExportedProgram, graph_module: GraphModule) -> Any:
         if graph_module is not exported_program.graph_module or not accelerated_ok(
