@@ -76,6 +76,7 @@ __all__ = [
     "pytree",
     "set_program_graph",
     "shallow_program_copy",
+    "rescale_multipliers",
     "tosa_context",
     "update_after_graph_pass",
 ]
@@ -227,6 +228,13 @@ def fake_mode_of(graph_module: GraphModule) -> Any:
 def enable_python_dispatcher() -> Any:
     """torch._C's python dispatcher context, as ExportPass uses when replaying with a fake mode."""
     return torch._dispatch.python.enable_python_dispatcher()
+
+
+def rescale_multipliers(scales: list[float]) -> tuple[list[int], list[int]]:
+    """The 32-bit (multiplier, right shift) pairs TOSA's RESCALE serializer writes for `scales`."""
+    from executorch.backends.arm.operators.op_tosa_rescale import _compute_multiplier_and_shift
+
+    return _compute_multiplier_and_shift(scales, 32)
 
 
 def tosa_context(compile_spec: Any, graph_module: GraphModule) -> Any:

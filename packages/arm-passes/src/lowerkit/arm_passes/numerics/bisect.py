@@ -202,7 +202,7 @@ def _first_line(error: Exception) -> str:
 def _outputs(states: list[PassState], index: int, feeds: list[torch.Tensor]) -> list[torch.Tensor]:
     state = states[index]
     passes_run = {s.name for s in states[1 : index + 1]}
-    return run_graph(state.graph_module, state.constants, state.user_inputs, feeds, passes_run)
+    return run_graph(state.graph, state.root, state.constants, state.user_inputs, feeds, passes_run)
 
 
 def _scan(
@@ -222,7 +222,7 @@ def _scan(
     culprit: PassState | None = None
     before = after = end_quanta = None
     last: list[torch.Tensor] | None = None
-    with _upstream.tosa_context(lowering.compile_spec, states[-1].graph_module), _native_stdout_to_stderr():
+    with _upstream.tosa_context(lowering.compile_spec, states[-1].root), _native_stdout_to_stderr():
         reference = _outputs(states, 0, feeds)
         evaluated = 1
         start_quanta = _quanta(reference, _fake_quant_outputs(lowering, inputs))

@@ -27,7 +27,10 @@ class PassState:
 
     index: int
     name: str
-    graph_module: GraphModule = field(repr=False)
+    #: A copy of the graph (nodes and the qparams meta copied, the rest of the meta shared).
+    graph: torch.fx.Graph = field(repr=False)
+    #: The module the graph's get_attr nodes resolve in (the pipeline's live graph module).
+    root: torch.nn.Module = field(repr=False)
     #: Placeholder name -> value, for every placeholder that is not a user input.
     constants: dict[str, torch.Tensor] = field(repr=False)
     #: The user-input placeholders, in order.
@@ -39,7 +42,8 @@ class PassState:
         return f"{self.name} (#{self.index})" if self.name else "pipeline input"
 
 
-def _copy_graph(graph_module: GraphModule) -> GraphModule:
+def _copy_graph(graph_module: GraphModule) -> torch.fx.Graph:
+    """A copy of the graph, without generating its code (an Interpreter runs it node by node)."""
     graph = torch.fx.Graph()
     mapping: dict[torch.fx.Node, torch.fx.Node] = {}
     out = graph.graph_copy(graph_module.graph, mapping)
@@ -52,7 +56,7 @@ def _copy_graph(graph_module: GraphModule) -> GraphModule:
     output = next(n for n in graph_module.graph.nodes if n.op == "output")
     new_output = next(n for n in graph.nodes if n.op == "output")
     new_output.meta = {k: copy.deepcopy(v) if k in _OWNED_META else v for k, v in output.meta.items()}
-    return GraphModule(graph_module, graph)
+    return graph
 
 
 class _ConstantCopies:
@@ -96,7 +100,7 @@ def record_pass_states(sink: list[PassState]) -> Iterator[None]:
 
     def observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
         constants, users = _constants(program, copies)
-        sink.append(PassState(len(sink), name, _copy_graph(graph_module), constants, users))
+        sink.append(PassState(len(sink), name, _copy_graph(graph_module), graph_module, constants, users))
 
     with capture_pass_states(observe):
         yield

@@ -145,7 +145,10 @@ class QParamInterpreter(torch.fx.Interpreter):
     def _tosa(self, n: torch.fx.Node, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         mine = TOSA_IN_TORCH.get(name)
         if mine is not None:
-            return mine(n, args, kwargs)
+            try:
+                return mine(n, args, kwargs)
+            except NotImplementedError:
+                pass  # a case tosa_torch leaves to the real kernel
         try:
             return n.target(*args, **kwargs)
         except Exception as error:
@@ -157,17 +160,18 @@ class QParamInterpreter(torch.fx.Interpreter):
 
 
 def run_graph(
-    graph_module: torch.fx.GraphModule,
+    graph: torch.fx.Graph,
+    root: torch.nn.Module,
     constants: Mapping[str, torch.Tensor],
     user_inputs: Sequence[str],
     feeds: Sequence[torch.Tensor],
     passes_run: Collection[str] = (),
 ) -> list[torch.Tensor]:
     """The graph's outputs on `feeds` (one per user input, in order), constants by placeholder name;
-    `passes_run`: the passes that made the graph (see QParamInterpreter)."""
+    `root` resolves get_attr nodes; `passes_run`: the passes that made the graph (see QParamInterpreter)."""
     by_name = dict(zip(user_inputs, feeds, strict=True))
     args = []
-    for node in graph_module.graph.nodes:
+    for node in graph.nodes:
         if node.op != "placeholder":
             continue
         if node.name in by_name:
@@ -177,6 +181,6 @@ def run_graph(
         else:
             raise KeyError(f"placeholder {node.name} is neither a user input nor a known constant")
     with torch.no_grad():
-        outputs = QParamInterpreter(graph_module, passes_run).run(*args)
+        outputs = QParamInterpreter(root, passes_run, graph=graph).run(*args)
     flat = outputs if isinstance(outputs, list | tuple) else [outputs]
     return [x for x in flat if isinstance(x, torch.Tensor)]

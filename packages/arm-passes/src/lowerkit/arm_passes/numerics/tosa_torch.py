@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from lowerkit.arm_passes import _upstream
+
 __all__ = ["TOSA_IN_TORCH", "tosa_name"]
 
 
@@ -71,6 +73,26 @@ def _conv(
     )
     out = out + bias.double().view(1, -1, 1, 1)
     return torch.round(out).to(_accumulator(x)).permute(0, 2, 3, 1).contiguous()
+
+
+_RANGES = {torch.int8: (-128, 127), torch.int16: (-32768, 32767), torch.int32: (-(2**31), 2**31 - 1)}
+
+
+def _rescale(_node: torch.fx.Node, args: Sequence[Any], kwargs: dict[str, Any]) -> torch.Tensor:
+    """TOSA RESCALE as ExecuTorch serializes it (SINGLE_ROUND, 32-bit multipliers, per channel on
+    the last axis): ((x - in_zp) * multiplier + 2^(shift-1)) >> shift, + out_zp, saturated."""
+    x, dtype, scales, in_zp, out_zp = args[:5]
+    unsigned = [kwargs.get("input_unsigned", args[5] if len(args) > 5 else False),
+                kwargs.get("output_unsigned", args[6] if len(args) > 6 else False)]
+    if any(unsigned) or x.dtype not in _RANGES or dtype not in _RANGES:
+        raise NotImplementedError(f"RESCALE {x.dtype} -> {dtype} (unsigned {unsigned}) is not evaluated in torch")
+    multipliers, shifts = _upstream.rescale_multipliers([float(v) for v in scales])
+    multiplier = torch.tensor(multipliers, dtype=torch.int64)
+    shift = torch.tensor(shifts, dtype=torch.int64)
+    value = x.to(torch.int64) - int(in_zp)
+    result = (value * multiplier + (torch.ones_like(shift) << (shift - 1))) >> shift
+    low, high = _RANGES[dtype]
+    return torch.clamp(result + int(out_zp), low, high).to(dtype)
 
 
 def _slice(_node: torch.fx.Node, args: Sequence[Any], _kwargs: dict[str, Any]) -> torch.Tensor:
@@ -150,6 +172,7 @@ TOSA_IN_TORCH: dict[str, Callable[[torch.fx.Node, Sequence[Any], dict[str, Any]]
     "TILE": lambda _n, args, _k: args[0].repeat(*[int(v) for v in args[1]]),
     "REVERSE": lambda _n, args, k: torch.flip(args[0], dims=(int(k.get("axis", args[1] if len(args) > 1 else 0)),)),
     "IDENTITY": lambda _n, args, _k: args[0].clone(),
+    "RESCALE": _rescale,
     "CONV2D": _conv2d,
     "DEPTHWISE_CONV2D": _depthwise_conv2d,
     "TABLE": _table,
