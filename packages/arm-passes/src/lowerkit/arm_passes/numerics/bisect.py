@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,8 @@ class PassBisection:
     end_quanta: float | None
     seconds: float
     notes: tuple[str, ...] = ()
+    #: The pipeline's passes in order (pass k, 1-based as `culprit_index`, is ``pipeline[k - 1]``).
+    pipeline: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def culprit_label(self) -> str | None:
@@ -270,4 +272,5 @@ def _scan(
         end_quanta=end_quanta,
         seconds=time.perf_counter() - start,
         notes=tuple(notes),
+        pipeline=tuple(s.name for s in states[1:]),
     )
