@@ -30,7 +30,7 @@ from lowerkit.arm_passes.numerics.qparam_interpreter import run_graph
 from lowerkit.arm_passes.reference import _native_stdout_to_stderr, run_tosa_reference
 from lowerkit.pass_infra.inputs import example_input_tuple
 
-__all__ = ["PassBisection", "bisect_passes", "quantized_feeds"]
+__all__ = ["PassBisection", "bisect_passes", "bisect_recorded", "quantized_feeds"]
 
 #: How the recorded graphs are searched (reported in the result).
 METHOD = "linear scan: each pass's graph evaluated once, first to last, stopping at the first out of bounds"
@@ -49,7 +49,7 @@ class PassBisection:
     max_quanta_before: float | None
     max_quanta_after: float | None
     threshold_quanta: float
-    #: Graphs evaluated, and passes the pipeline ran.
+    #: Graphs evaluated, and passes the pipeline ran (the lowering itself is not counted in `seconds`).
     evaluated: int
     passes: int
     method: str
@@ -93,7 +93,7 @@ class PassBisection:
         else:
             text = f"no pass changes the outputs beyond {self.threshold_quanta:g} quanta"
         checks = "" if self.trusted else " [not trusted: " + "; ".join(self.notes) + "]"
-        return f"pass bisection ({self.evaluated} of {self.passes + 1} graphs, {self.seconds:.1f} s): {text}{checks}"
+        return f"pass bisection ({self.evaluated} of {self.passes + 1} graphs in {self.seconds:.1f} s): {text}{checks}"
 
     def advice(self) -> str | None:
         """A sentence for the report's advice, when a pass is named."""
@@ -178,10 +178,17 @@ def bisect_passes(
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     if not is_integer(target):
         raise ArmLoweringError(f"pass bisection compares integer outputs in quanta; {target!r} is a float target")
-    start = time.perf_counter()
     states: list[PassState] = []
     with record_pass_states(states):
         lowering = lower_to_arm(model, inputs, target, calibration=calibration, keep_float=keep_float)
+    return bisect_recorded(states, lowering, inputs, threshold_quanta=threshold_quanta)
+
+
+def bisect_recorded(
+    states: list[PassState], lowering: ArmLowering, example_inputs: tuple[Any, ...], *, threshold_quanta: float = 1.0
+) -> PassBisection:
+    """`bisect_passes` on a lowering already run inside ``record_pass_states(states)``."""
+    inputs = example_input_tuple(example_inputs, ArmLoweringError)
     if len(lowering.tosa_flatbuffers) != 1 or lowering.cpu_ops or len(lowering.input_qparams) != len(inputs):
         raise ArmLoweringError(
             "pass bisection needs one fully delegated partition with quantized inputs; this lowering has "
@@ -189,11 +196,10 @@ def bisect_passes(
         )
     if not states or states[0].name != "" or any(s.name == "" for s in states[1:]):
         raise ArmLoweringError(
-            "pass bisection needs lowerkit's fast pipeline (its pass states were not recorded): "
-            "on unproven library versions set LOWERKIT_ALLOW_UNPROVEN=1"
+            "pass bisection needs the graphs of one run of lowerkit's fast pipeline (none or several were "
+            "recorded): on unproven library versions set LOWERKIT_ALLOW_UNPROVEN=1"
         )
-    feeds = quantized_feeds(lowering, inputs)
-    return _scan(states, lowering, inputs, feeds, threshold_quanta, start)
+    return _scan(states, lowering, inputs, quantized_feeds(lowering, inputs), threshold_quanta, time.perf_counter())
 
 
 def _first_line(error: Exception) -> str:

@@ -16,7 +16,8 @@ from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.devices import compile_spec_for, is_integer
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.lowering import ArmLowering, _convert, lower_to_arm
-from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_passes, quantized_feeds
+from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_recorded, quantized_feeds
+from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.tosa_tensors import (
     TosaTensor,
     drop_reordered,
@@ -131,7 +132,8 @@ def debug_arm(
     start = time.perf_counter()
     float_program = _float_program(model, inputs)
     captured: list[tuple[bytes, torch.fx.GraphModule]] = []
-    with _upstream.capture_tosa_graphs(captured):
+    states: list[PassState] = []  # the graph after every pass, for a bisection (copies: the lowering is unchanged)
+    with _upstream.capture_tosa_graphs(captured), record_pass_states(states):
         lowering = lower_to_arm(model, inputs, target, calibration=calibration, keep_float=keep_float)
     assert lowering.source_program is not None
     seconds["lower"] = time.perf_counter() - start
@@ -191,7 +193,7 @@ def debug_arm(
         disagree = (check.max_error_quanta or 0.0) > threshold_quanta or report.first_over_threshold is not None
         if bisect or (bisect is None and disagree):
             start = time.perf_counter()
-            report.bisection = _bisect(model, inputs, target, calibration, keep_float, threshold_quanta, notes)
+            report.bisection = _bisect(states, lowering, inputs, threshold_quanta, notes)
             seconds["pass bisection"] = time.perf_counter() - start
     elif bisect:
         notes.append("pass bisection not run: it needs one fully delegated partition, as the TOSA comparison does")
@@ -203,18 +205,10 @@ def debug_arm(
 
 
 def _bisect(
-    model: Any,
-    inputs: tuple[Any, ...],
-    target: str,
-    calibration: Sequence[Sequence[Any]] | None,
-    keep_float: Sequence[str],
-    threshold_quanta: float,
-    notes: list[str],
+    states: list[PassState], lowering: ArmLowering, inputs: tuple[Any, ...], threshold_quanta: float, notes: list[str]
 ) -> PassBisection | None:
     try:
-        return bisect_passes(
-            model, inputs, target, calibration=calibration, keep_float=keep_float, threshold_quanta=threshold_quanta
-        )
+        return bisect_recorded(states, lowering, inputs, threshold_quanta=threshold_quanta)
     except ArmLoweringError as error:
         notes.append(f"pass bisection not run: {error}")
         return None
