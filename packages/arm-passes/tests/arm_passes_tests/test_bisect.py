@@ -57,7 +57,7 @@ def test_clean_pipeline_names_no_pass_and_both_ends_are_exact() -> None:
 
 
 @pytest.mark.parametrize("bug", [ScaleOneOutputQParamPass, NegateOneWeightPass], ids=lambda b: b.__name__)
-def test_a_pass_bug_is_named_exactly(bug: type) -> None:
+def test_a_pass_bug_is_named_exactly(bug: Any) -> None:
     result = _bisect(bug())
     assert result.culprit == bug.__name__, result.line()
     assert result.culprit_index is not None
@@ -96,5 +96,5 @@ def test_rescale_in_torch_equals_the_reference_model_kernel(
     graph_module = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     with _upstream.tosa_context(compile_spec_for("TOSA-1.0+INT"), graph_module):
         reference = exir_ops.backend.tosa.RESCALE.default(x, out, scales, in_zp, out_zp)
-    mine = TOSA_IN_TORCH["RESCALE"](None, (x, out, scales, in_zp, out_zp), {})  # type: ignore[arg-type]
+    mine = TOSA_IN_TORCH["RESCALE"](None, (x, out, scales, in_zp, out_zp), {})
     assert mine.dtype == reference.dtype and torch.equal(mine, reference)

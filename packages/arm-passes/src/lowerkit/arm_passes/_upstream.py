@@ -74,9 +74,9 @@ __all__ = [
     "patched_arm_pass_manager",
     "permute_targets",
     "pytree",
+    "rescale_multipliers",
     "set_program_graph",
     "shallow_program_copy",
-    "rescale_multipliers",
     "tosa_context",
     "update_after_graph_pass",
 ]

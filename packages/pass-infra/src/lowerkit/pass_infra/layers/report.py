@@ -75,7 +75,10 @@ class Sensitivity:
 class Bisection(Protocol):
     """Which lowering pass first changes the outputs (e.g. lowerkit.arm_passes' PassBisection)."""
 
-    culprit: str | None
+    @property
+    def culprit(self) -> str | None:
+        """The first pass that changes the outputs, or None."""
+        ...
 
     def line(self) -> str:
         """One line for a terminal."""
