@@ -89,5 +89,5 @@ def test_a_pass_bug_makes_the_report_name_the_pass() -> None:
     data = report.to_json()["bisection"]
     assert data["culprit"] == "ScaleOneOutputQParamPass" and data["trusted"] is True
     assert data["max_quanta_after"] > data["threshold_quanta"] >= data["max_quanta_before"]
-    assert any("ScaleOneOutputQParamPass" in line and "lowering bug" in line for line in report.advice())
+    assert any("ScaleOneOutputQParamPass" in line and "read that pass" in line for line in report.advice())
     assert bisection.line() in table(report, 5)

@@ -115,7 +115,7 @@ def test_bisect_flag_forces_the_pass_bisection_on_arm(calibration_file: Path, tm
     # The clean pipeline: every pass's graph computes the fake-quant program's outputs.
     bisection = data["bisection"]
     assert bisection["culprit"] is None and bisection["trusted"] is True, bisection
-    assert bisection["evaluated"] == bisection["passes"] + 1
+    assert bisection["reached"] == bisection["passes"] + 1
     assert "--bisect" in data["summary"]["commands"][0]
     page = html.read_text()
     assert "<h2>Pass bisection</h2>" in page and "no pass changes the outputs" in page

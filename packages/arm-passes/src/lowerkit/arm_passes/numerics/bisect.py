@@ -33,7 +33,10 @@ from lowerkit.pass_infra.inputs import example_input_tuple
 __all__ = ["PassBisection", "bisect_passes", "bisect_recorded", "quantized_feeds"]
 
 #: How the recorded graphs are searched (reported in the result).
-METHOD = "linear scan: each pass's graph evaluated once, first to last, stopping at the first out of bounds"
+METHOD = (
+    "linear scan: each pass's graph run once (unless the pass changed nothing the interpreter reads), "
+    "first to last, stopping at the first out of bounds"
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,10 @@ class PassBisection:
     max_quanta_before: float | None
     max_quanta_after: float | None
     threshold_quanta: float
-    #: Graphs evaluated, and passes the pipeline ran (the lowering itself is not counted in `seconds`).
+    #: Graphs the scan reached (the pipeline's input and one per pass, up to the culprit), graphs
+    #: it ran (a pass that changed nothing the interpreter reads is not run again), and passes
+    #: the pipeline ran. `seconds`: the scan (the lowering itself not counted).
+    reached: int
     evaluated: int
     passes: int
     method: str
@@ -85,7 +91,7 @@ class PassBisection:
                 f"({_text(self.max_quanta_before)} -> {_text(self.max_quanta_after)} quanta, "
                 f"threshold {self.threshold_quanta:g})"
             )
-        elif self.end_quanta is not None and self.end_quanta > self.threshold_quanta and self.evaluated == self.passes + 1:
+        elif self.end_quanta is not None and self.end_quanta > self.threshold_quanta and self.reached == self.passes + 1:
             text = (
                 f"no pass changes the outputs; the TOSA serialization (node visitors) does: "
                 f"{self.end_quanta:g} quanta between the last pass's graph and the reference model"
@@ -93,7 +99,8 @@ class PassBisection:
         else:
             text = f"no pass changes the outputs beyond {self.threshold_quanta:g} quanta"
         checks = "" if self.trusted else " [not trusted: " + "; ".join(self.notes) + "]"
-        return f"pass bisection ({self.evaluated} of {self.passes + 1} graphs in {self.seconds:.1f} s): {text}{checks}"
+        scanned = f"{self.reached} of {self.passes + 1} graphs, {self.evaluated} run, in {self.seconds:.1f} s"
+        return f"pass bisection ({scanned}): {text}{checks}"
 
     def advice(self) -> str | None:
         """A sentence for the report's advice, when a pass is named."""
@@ -101,7 +108,8 @@ class PassBisection:
             return None
         return (
             f"the lowered graph departs from the fake-quant program in the Arm pass pipeline, first after "
-            f"{self.culprit_label} ({_text(self.max_quanta_after)} output quanta): a lowering bug, not quantization"
+            f"{self.culprit_label} ({_text(self.max_quanta_after)} output quanta): read that pass (a bug, or "
+            "integer arithmetic that rounds differently from float), not the quantization"
             + ("" if self.trusted else " (unconfirmed: the bisection's end checks failed, see its notes)")
         )
 
@@ -113,6 +121,7 @@ class PassBisection:
             "max_quanta_before": _json(self.max_quanta_before),
             "max_quanta_after": _json(self.max_quanta_after),
             "threshold_quanta": self.threshold_quanta,
+            "reached": self.reached,
             "evaluated": self.evaluated,
             "passes": self.passes,
             "method": self.method,
@@ -235,13 +244,20 @@ def _scan(
         evaluated = 1
         start_quanta = _quanta(reference, _fake_quant_outputs(lowering, inputs))
         deviation = 0.0
+        outputs = reference
+        reached = 1
         for index, state in enumerate(states[1:], start=1):
+            if state.same_as is not None:  # the pass changed nothing the interpreter reads
+                reached += 1
+                last = outputs if state is states[-1] else None
+                continue
             try:
                 outputs = _outputs(states, index, feeds)
             except Exception as error:  # any op the interpreter cannot run ends the scan, with its reason
                 notes.append(f"stopped at {state.label}: {_first_line(error)}")
                 break
             evaluated += 1
+            reached += 1
             current = _quanta(outputs, reference)
             if current > threshold:
                 culprit, before, after = state, deviation, current
@@ -271,6 +287,7 @@ def _scan(
         max_quanta_before=before,
         max_quanta_after=after,
         threshold_quanta=threshold,
+        reached=reached,
         evaluated=evaluated,
         passes=len(states) - 1,
         method=METHOD,

@@ -15,7 +15,7 @@ from torch.fx import GraphModule
 
 from lowerkit.arm_passes.runner import capture_pass_states
 
-__all__ = ["PassState", "record_pass_states"]
+__all__ = ["PassState", "record_pass_states", "signature"]
 
 #: Node meta the passes may edit in place (copied per snapshot; the rest is shared).
 _OWNED_META = ("input_qparams", "output_qparams")
@@ -35,6 +35,9 @@ class PassState:
     constants: dict[str, torch.Tensor] = field(repr=False)
     #: The user-input placeholders, in order.
     user_inputs: tuple[str, ...]
+    #: The index of an earlier state this one is identical to (the pass changed nothing the
+    #: interpreter reads: nodes, arguments, qparams, value dtypes, constants), else None.
+    same_as: int | None = None
 
     @property
     def label(self) -> str:
@@ -57,6 +60,11 @@ def _copy_graph(graph_module: GraphModule) -> torch.fx.Graph:
     new_output = next(n for n in graph.nodes if n.op == "output")
     new_output.meta = {k: copy.deepcopy(v) if k in _OWNED_META else v for k, v in output.meta.items()}
     return graph
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """The same constants: the same copies (a copy is shared while its tensor is unchanged)."""
+    return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
 
 
 class _ConstantCopies:
@@ -93,13 +101,38 @@ def _constants(program: ExportedProgram, copies: _ConstantCopies) -> tuple[dict[
     return values, tuple(users)
 
 
+def _arg(value: Any) -> Any:
+    return torch.fx.node.map_arg(value, lambda n: n.name)
+
+
+def signature(graph: torch.fx.Graph) -> list[Any]:
+    """Everything about a graph the interpreter reads: nodes, targets, arguments, qparams, value dtypes."""
+    rows: list[Any] = []
+    for node in graph.nodes:
+        value = node.meta.get("val")
+        rows.append((
+            node.name, node.op, str(node.target), repr(_arg(node.args)), repr(_arg(dict(node.kwargs))),
+            repr(node.meta.get("input_qparams")), repr(node.meta.get("output_qparams")),
+            str(value.dtype) if isinstance(value, torch.Tensor) else None,
+        ))
+    return rows
+
+
 @contextmanager
 def record_pass_states(sink: list[PassState]) -> Iterator[None]:
     """Append a PassState for the pipeline's input and after every pass FastArmPassManager runs here."""
     copies = _ConstantCopies()
+    last: list[Any] = []
 
     def observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
         constants, users = _constants(program, copies)
+        rows = signature(graph_module.graph)
+        previous = sink[-1] if sink and name else None  # name "": a pipeline starts, nothing to compare
+        if previous is not None and rows == last[0] and _same(constants, previous.constants):
+            same = previous.same_as if previous.same_as is not None else previous.index
+            sink.append(PassState(len(sink), name, previous.graph, previous.root, previous.constants, users, same))
+            return
+        last[:] = [rows]
         sink.append(PassState(len(sink), name, _copy_graph(graph_module), graph_module, constants, users))
 
     with capture_pass_states(observe):
