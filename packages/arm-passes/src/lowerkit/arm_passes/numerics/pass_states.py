@@ -15,7 +15,7 @@ from torch.fx import GraphModule
 
 from lowerkit.arm_passes.runner import capture_pass_states
 
-__all__ = ["PassState", "record_pass_states", "signature"]
+__all__ = ["PassState", "record_pass_states", "same_signature", "signature"]
 
 #: Node meta the passes may edit in place (copied per snapshot; the rest is shared).
 _OWNED_META = ("input_qparams", "output_qparams")
@@ -101,21 +101,37 @@ def _constants(program: ExportedProgram, copies: _ConstantCopies) -> tuple[dict[
     return values, tuple(users)
 
 
-def _arg(value: Any) -> Any:
-    return torch.fx.node.map_arg(value, lambda n: n.name)
-
-
-def signature(graph: torch.fx.Graph) -> list[Any]:
-    """Everything about a graph the interpreter reads: nodes, targets, arguments, qparams, value dtypes."""
-    rows: list[Any] = []
+def signature(graph: torch.fx.Graph) -> list[tuple[Any, ...]]:
+    """What the interpreter reads of each node, by object: the node, its target, arguments,
+    qparams and value. Passes replace these objects when they change them (``update_arg``, new
+    ``QuantArgs``, a retrace), so `same_signature` compares them by identity (cheap); the rows
+    hold the objects, so an identity cannot be reused by a new object while they are compared.
+    """
+    rows: list[tuple[Any, ...]] = []
     for node in graph.nodes:
-        value = node.meta.get("val")
+        iq = node.meta.get("input_qparams") or {}
+        oq = node.meta.get("output_qparams") or {}
         rows.append((
-            node.name, node.op, str(node.target), repr(_arg(node.args)), repr(_arg(dict(node.kwargs))),
-            repr(node.meta.get("input_qparams")), repr(node.meta.get("output_qparams")),
-            str(value.dtype) if isinstance(value, torch.Tensor) else None,
+            node, node.name, node.target, node.args, node.kwargs, tuple(iq.items()), tuple(oq.items()),
+            node.meta.get("val"),
         ))
     return rows
+
+
+def same_signature(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
+    """Whether two signatures hold the same objects (names, targets and qparam indices compared by value)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x[0] is not y[0] or x[1] != y[1] or x[2] != y[2] or x[3] is not y[3] or x[4] is not y[4]:
+            return False
+        if x[7] is not y[7] or not _same_items(x[5], y[5]) or not _same_items(x[6], y[6]):
+            return False
+    return True
+
+
+def _same_items(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(k1 == k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(a, b, strict=True))
 
 
 @contextmanager
@@ -128,7 +144,7 @@ def record_pass_states(sink: list[PassState]) -> Iterator[None]:
         constants, users = _constants(program, copies)
         rows = signature(graph_module.graph)
         previous = sink[-1] if sink and name else None  # name "": a pipeline starts, nothing to compare
-        if previous is not None and rows == last[0] and _same(constants, previous.constants):
+        if previous is not None and same_signature(rows, last[0]) and _same(constants, previous.constants):
             same = previous.same_as if previous.same_as is not None else previous.index
             sink.append(PassState(len(sink), name, previous.graph, previous.root, previous.constants, users, same))
             return

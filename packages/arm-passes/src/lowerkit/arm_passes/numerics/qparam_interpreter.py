@@ -2,15 +2,16 @@
 
 After ``FoldAndAnnotateQParamsPass`` an aten op takes and makes integer tensors and keeps its
 quantization only in ``node.meta["input_qparams"]`` / ``["output_qparams"]`` (``QuantArgs``):
-such a node is run as its fake-quantized twin, unless it only moves values (``DATA_MOVEMENT``
-with the same qparams in and out: run on the integers, whatever their width) (dequantize the annotated inputs with the
-quantized_decomposed ops, run the op in float, quantize the output: the same ops, so the
-same rounding, as the fake-quant program). Int32 qparams (after ``InsertRescaleInt32Pass``)
-are dequantized and computed in float64, exact for int32 values. Ops without qparams run as
-they are (views, permutes, q/dq nodes); an integer ``dtype`` keyword the passes
-set on a quantized op is dropped in float. TOSA dialect ops run through ``tosa_torch`` where it
-has them, else through ExecuTorch's real (reference-model) kernel; an op with neither raises
-``NotImplementedError`` naming it.
+such a node is run as its fake-quantized twin: dequantize the annotated inputs with the
+quantized_decomposed ops, run the op in float, quantize the output (the same ops, so the same
+rounding, as the fake-quant program). Int32 qparams (after ``InsertRescaleInt32Pass``) are
+dequantized and computed in float64, exact for int32 values; an integer ``dtype`` keyword a
+pass set on a quantized op is dropped in float. Run on their integers as they are: ops
+without qparams (q/dq nodes, views and permutes the passes add), ops that only move values
+(``DATA_MOVEMENT``, with the same qparams in and out, whatever the integers' width), and the
+ops whose arguments a pass has quantized (``QUANTIZED_ARGUMENTS_AFTER``). TOSA dialect ops run
+through ``tosa_torch`` where it has them, else through ExecuTorch's real (reference-model)
+kernel; an op with neither raises ``NotImplementedError`` naming it.
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ def _dequantize(value: Any, qparams: Any, wide: bool) -> Any:
         return type(value)(_dequantize(v, qparams, wide) for v in value)
     if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point:
         return value
+    if qparams.per_channel and not wide:
+        return torch.ops.quantized_decomposed.dequantize_per_channel(
+            value, torch.tensor(qparams.scale, dtype=torch.float32), torch.tensor(qparams.zp, dtype=torch.int64),
+            int(qparams.axis), int(qparams.qmin), int(qparams.qmax), value.dtype,
+        )
     if qparams.per_channel:
-        scale = torch.tensor(qparams.scale, dtype=torch.float64)
-        zp = torch.tensor(qparams.zp, dtype=torch.float64)
         shape = [1] * value.dim()
         shape[qparams.axis] = -1
-        result = (value.double() - zp.view(shape)) * scale.view(shape)
-        return result if wide else result.float()
+        scale = torch.tensor(qparams.scale, dtype=torch.float64).view(shape)
+        return (value.double() - torch.tensor(qparams.zp, dtype=torch.float64).view(shape)) * scale
     if wide:
         return (value.double() - float(qparams.zp)) * float(qparams.scale)
     return torch.ops.quantized_decomposed.dequantize_per_tensor(

@@ -117,6 +117,24 @@ def _table(_node: torch.fx.Node, args: Sequence[Any], _kwargs: dict[str, Any]) -
     return table[(x.long() + 128)]
 
 
+def _clamp(_node: torch.fx.Node, args: Sequence[Any], _kwargs: dict[str, Any]) -> torch.Tensor:
+    x, low, high = args[:3]
+    if x.dtype.is_floating_point:
+        raise NotImplementedError("float CLAMP is left to the real kernel (NaN propagation)")
+    return torch.clamp(x, int(low), int(high))
+
+
+def _max_pool2d(_node: torch.fx.Node, args: Sequence[Any], _kwargs: dict[str, Any]) -> torch.Tensor:
+    x, kernel, stride, pad = args[:4]
+    if x.dtype.is_floating_point:
+        raise NotImplementedError("float MAX_POOL2D is left to the real kernel")
+    top, bottom, left, right = (int(p) for p in pad)
+    low = torch.iinfo(x.dtype).min
+    nchw = torch.nn.functional.pad(x.permute(0, 3, 1, 2).double(), (left, right, top, bottom), value=float(low))
+    out = torch.nn.functional.max_pool2d(nchw, tuple(kernel), tuple(stride))
+    return out.to(x.dtype).permute(0, 2, 3, 1).contiguous()
+
+
 def _wrap32(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return value.to(like.dtype) if like.dtype != torch.int32 else value.to(torch.int64).to(torch.int32)
 
@@ -176,6 +194,8 @@ TOSA_IN_TORCH: dict[str, Callable[[torch.fx.Node, Sequence[Any], dict[str, Any]]
     "CONV2D": _conv2d,
     "DEPTHWISE_CONV2D": _depthwise_conv2d,
     "TABLE": _table,
+    "CLAMP": _clamp,
+    "MAX_POOL2D": _max_pool2d,
     "ADD": _binary(_integer_add),
     "SUB": _binary(_integer_sub),
     "MUL": _mul,
