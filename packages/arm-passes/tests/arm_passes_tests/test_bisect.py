@@ -67,7 +67,9 @@ def test_a_pass_bug_is_named_exactly(bug: Any) -> None:
     assert result.pipeline[result.culprit_index - 2] == bug.AFTER.__name__
     assert result.max_quanta_before is not None and result.max_quanta_before <= result.threshold_quanta
     assert result.max_quanta_after is not None and result.max_quanta_after > result.threshold_quanta
-    # The buggy TOSA graph is what the interpreter computes too: the answer is trusted.
+    # The buggy TOSA graph is what the interpreter computes too, and the bug's change lasts to
+    # the last graph: the answer is trusted.
+    assert result.final_quanta is not None and result.final_quanta > result.threshold_quanta
     assert result.trusted, result.notes
     assert f"{bug.__name__} (#{result.culprit_index})" in result.line()
     assert result.to_json()["culprit"] == bug.__name__

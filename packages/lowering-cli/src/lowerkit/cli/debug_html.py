@@ -72,7 +72,7 @@ def bisection_section(report: Any) -> str:
     rows = "".join(
         f'<tr><td>{html.escape(key)}</td><td class="l">{html.escape(str(data[key]))}</td></tr>'
         for key in ("culprit", "culprit_index", "max_quanta_before", "max_quanta_after", "threshold_quanta",
-                    "start_quanta", "end_quanta", "trusted", "reached", "evaluated", "passes", "method", "seconds")
+                    "start_quanta", "end_quanta", "final_quanta", "trusted", "reached", "evaluated", "passes", "method", "seconds")
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in data["notes"])
     return (

@@ -63,6 +63,8 @@ class PassBisection:
     start_quanta: float | None
     #: The pipeline's last graph vs the TOSA reference model on the shipped flatbuffer (quanta).
     end_quanta: float | None
+    #: The last pass's graph vs the pipeline's input (quanta): a pass bug's change lasts to the end.
+    final_quanta: float | None
     seconds: float
     notes: tuple[str, ...] = ()
     #: The pipeline's passes in order (pass k, 1-based as `culprit_index`, is ``pipeline[k - 1]``).
@@ -75,12 +77,15 @@ class PassBisection:
 
     @property
     def trusted(self) -> bool:
-        """Both end checks passed: the interpreter reproduces the fake-quant program and the TOSA graph."""
+        """The end checks passed: the interpreter reproduces the fake-quant program and the TOSA
+        graph, and a named pass's change lasts to the last graph (one that goes away again is
+        more likely the interpreter misreading the graphs in between than a pass bug)."""
         return (
             self.start_quanta is not None
             and self.start_quanta <= self.threshold_quanta
             and self.end_quanta is not None
             and self.end_quanta <= self.threshold_quanta
+            and (self.culprit is None or (self.final_quanta is not None and self.final_quanta > self.threshold_quanta))
         )
 
     def line(self) -> str:
@@ -127,6 +132,7 @@ class PassBisection:
             "method": self.method,
             "start_quanta": _json(self.start_quanta),
             "end_quanta": _json(self.end_quanta),
+            "final_quanta": _json(self.final_quanta),
             "trusted": self.trusted,
             "seconds": round(self.seconds, 2),
             "notes": list(self.notes),
@@ -237,7 +243,7 @@ def _scan(
         for a in run_tosa_reference(lowering.tosa_flatbuffers[0], [f.numpy() for f in feeds])
     ]
     culprit: PassState | None = None
-    before = after = end_quanta = None
+    before = after = end_quanta = final_quanta = None
     last: list[torch.Tensor] | None = None
     with _upstream.tosa_context(lowering.compile_spec, states[-1].root), _native_stdout_to_stderr():
         reference = _outputs(states, 0, feeds)
@@ -271,10 +277,16 @@ def _scan(
                 last = None
     if last is not None:
         end_quanta = _quanta(last, shipped)
+        final_quanta = _quanta(last, reference)
     if start_quanta > threshold:
         notes.append(
             f"the pipeline's input graph is {start_quanta:g} quanta from the fake-quant program: "
             "the interpreter does not reproduce it"
+        )
+    if culprit is not None and final_quanta is not None and final_quanta <= threshold:
+        notes.append(
+            f"the outputs come back within {threshold:g} quanta of the pipeline's input by the last pass "
+            f"({final_quanta:g}): more likely the interpreter misreads the graphs after {culprit.label} than a pass bug"
         )
     if end_quanta is not None and end_quanta > threshold:
         notes.append(
@@ -293,6 +305,7 @@ def _scan(
         method=METHOD,
         start_quanta=start_quanta,
         end_quanta=end_quanta,
+        final_quanta=final_quanta,
         seconds=time.perf_counter() - start,
         notes=tuple(notes),
         pipeline=tuple(s.name for s in states[1:]),

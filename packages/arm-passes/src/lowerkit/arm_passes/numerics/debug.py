@@ -197,6 +197,7 @@ def debug_arm(
             seconds["pass bisection"] = time.perf_counter() - start
     elif bisect:
         notes.append("pass bisection not run: it needs one fully delegated partition, as the TOSA comparison does")
+    states.clear()  # the graph copies are not needed past here
     start = time.perf_counter()
     report.sensitivity = _scan(report, float_program, inputs, target, calibration, keep_float, scan)
     seconds["sensitivity scan"] = time.perf_counter() - start
