@@ -10,8 +10,9 @@ import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 
 from arm_passes_tests.pass_bugs import NegateOneWeightPass, ScaleOneOutputQParamPass
-from lowerkit.arm_passes import _upstream, compile_spec_for
+from lowerkit.arm_passes import _upstream, compile_spec_for, lower_to_arm
 from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_passes
+from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.tosa_torch import TOSA_IN_TORCH
 from lowerkit.arm_passes.runner import FastArmPassManager, passes_inserted_after
 
@@ -73,6 +74,17 @@ def test_a_pass_bug_is_named_exactly(bug: Any) -> None:
     assert result.trusted, result.notes
     assert f"{bug.__name__} (#{result.culprit_index})" in result.line()
     assert result.to_json()["culprit"] == bug.__name__
+
+
+def test_recording_the_pass_states_changes_no_byte() -> None:
+    model, inputs = _tiny()
+    plain = lower_to_arm(model, inputs, "TOSA-1.0+INT")
+    states: list[PassState] = []
+    with record_pass_states(states):
+        recorded = lower_to_arm(model, inputs, "TOSA-1.0+INT")
+    assert recorded.pte == plain.pte and recorded.tosa_flatbuffers == plain.tosa_flatbuffers
+    assert [s.name for s in states[1:]] == [row.name for row in recorded.reports[0].rows]
+    assert states[0].name == "" and all(s.same_as is None or s.same_as < s.index for s in states)
 
 
 def test_inserted_passes_are_scoped_to_the_block() -> None:
