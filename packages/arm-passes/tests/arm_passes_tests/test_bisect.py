@@ -3,6 +3,8 @@ built on purpose is named exactly (tiny model: each case is one lowering)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from typing import Any
 
 import pytest
@@ -11,7 +13,8 @@ from executorch.exir.dialects._ops import ops as exir_ops
 
 from arm_passes_tests.pass_bugs import NegateOneWeightPass, ScaleOneOutputQParamPass
 from lowerkit.arm_passes import _upstream, compile_spec_for, lower_to_arm
-from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_passes
+from lowerkit.arm_passes.lowering import ArmLowering
+from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_passes, bisect_recorded
 from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.tosa_torch import TOSA_IN_TORCH
 from lowerkit.arm_passes.runner import FastArmPassManager, passes_inserted_after
@@ -39,12 +42,23 @@ def _tiny() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return Tiny().eval(), (torch.rand(1, 3, 8, 8, generator=generator) * 2 - 1,)
 
 
-def _bisect(bug: Any = None) -> PassBisection:
+@functools.cache
+def _record(bug: Any) -> tuple[list[PassState], ArmLowering, tuple[torch.Tensor, ...]]:
+    """The tiny model lowered with `bug` (a pass class) inserted, its states recorded (once per bug)."""
     model, inputs = _tiny()
+    states: list[PassState] = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(passes_inserted_after(bug.AFTER, [bug()]))
+        stack.enter_context(record_pass_states(states))
+        lowering = lower_to_arm(model, inputs, "TOSA-1.0+INT")
+    return states, lowering, inputs
+
+
+def _bisect(bug: Any = None) -> PassBisection:
     if bug is None:
+        model, inputs = _tiny()
         return bisect_passes(model, inputs, "TOSA-1.0+INT")
-    with passes_inserted_after(bug.AFTER, [bug]):
-        return bisect_passes(model, inputs, "TOSA-1.0+INT")
+    return bisect_recorded(*_record(bug))
 
 
 def test_clean_pipeline_names_no_pass_and_both_ends_are_exact() -> None:
@@ -61,7 +75,7 @@ def test_clean_pipeline_names_no_pass_and_both_ends_are_exact() -> None:
 
 @pytest.mark.parametrize("bug", [ScaleOneOutputQParamPass, NegateOneWeightPass], ids=lambda b: b.__name__)
 def test_a_pass_bug_is_named_exactly(bug: Any) -> None:
-    result = _bisect(bug())
+    result = _bisect(bug)
     assert result.culprit == bug.__name__, result.line()
     assert result.culprit_index is not None
     assert result.pipeline[result.culprit_index - 1] == bug.__name__
@@ -74,6 +88,14 @@ def test_a_pass_bug_is_named_exactly(bug: Any) -> None:
     assert result.trusted, result.notes
     assert f"{bug.__name__} (#{result.culprit_index})" in result.line()
     assert result.to_json()["culprit"] == bug.__name__
+
+
+def test_the_threshold_decides_what_is_beyond_rounding() -> None:
+    states, lowering, inputs = _record(ScaleOneOutputQParamPass)
+    strict = bisect_recorded(states, lowering, inputs, threshold_quanta=1.0)
+    assert strict.culprit == "ScaleOneOutputQParamPass" and strict.max_quanta_after is not None
+    lenient = bisect_recorded(states, lowering, inputs, threshold_quanta=strict.max_quanta_after)
+    assert lenient.culprit != strict.culprit and lenient.threshold_quanta == strict.max_quanta_after
 
 
 def test_recording_the_pass_states_changes_no_byte() -> None:
