@@ -54,15 +54,14 @@ def _record(bug: Any) -> tuple[list[PassState], ArmLowering, tuple[torch.Tensor,
     return states, lowering, inputs
 
 
-def _bisect(bug: Any = None) -> PassBisection:
-    if bug is None:
-        model, inputs = _tiny()
-        return bisect_passes(model, inputs, "TOSA-1.0+INT")
+def _bisect(bug: Any) -> PassBisection:
     return bisect_recorded(*_record(bug))
 
 
-def test_clean_pipeline_names_no_pass_and_both_ends_are_exact() -> None:
-    result = _bisect()
+@pytest.mark.parametrize("target", ["TOSA-1.0+INT", "TOSA-1.0+INT+int16"])
+def test_clean_pipeline_names_no_pass_and_both_ends_are_exact(target: str) -> None:
+    model, inputs = _tiny()
+    result = bisect_passes(model, inputs, target)
     assert result.culprit is None and result.culprit_index is None, result.line()
     # Every graph was reached (those of passes that changed nothing are not run again), and the
     # interpreter reproduced both ends bit for bit.

@@ -71,6 +71,7 @@ __all__ = [
     "ethosu_backend_id",
     "exir_ops",
     "fake_mode_of",
+    "is_int48",
     "patched_arm_pass_manager",
     "permute_targets",
     "pytree",
@@ -230,11 +231,19 @@ def enable_python_dispatcher() -> Any:
     return torch._dispatch.python.enable_python_dispatcher()
 
 
-def rescale_multipliers(scales: list[float]) -> tuple[list[int], list[int]]:
-    """The 32-bit (multiplier, right shift) pairs TOSA's RESCALE serializer writes for `scales`."""
+def rescale_multipliers(scales: list[float], width: int = 32) -> tuple[list[int], list[int]]:
+    """The (multiplier, right shift) pairs TOSA's RESCALE serializer writes for `scales`
+    (`width`-bit multipliers: 16 for an int48 input, else 32)."""
     from executorch.backends.arm.operators.op_tosa_rescale import _compute_multiplier_and_shift
 
-    return _compute_multiplier_and_shift(scales, 32)
+    return _compute_multiplier_and_shift(scales, width)
+
+
+def is_int48(node: Any) -> bool:
+    """Whether the TOSA serializer types `node`'s tensor INT48 (its TosaSpecialDtype meta)."""
+    from executorch.backends.arm.tosa.mapping import TosaSpecialDtype
+
+    return bool(node.meta.get(TosaSpecialDtype.meta_key()) == TosaSpecialDtype.INT48)
 
 
 def tosa_context(compile_spec: Any, graph_module: GraphModule) -> Any:

@@ -78,15 +78,20 @@ def _conv(
 _RANGES = {torch.int8: (-128, 127), torch.int16: (-32768, 32767), torch.int32: (-(2**31), 2**31 - 1)}
 
 
-def _rescale(_node: torch.fx.Node, args: Sequence[Any], kwargs: dict[str, Any]) -> torch.Tensor:
-    """TOSA RESCALE as ExecuTorch serializes it (SINGLE_ROUND, 32-bit multipliers, per channel on
-    the last axis): ((x - in_zp) * multiplier + 2^(shift-1)) >> shift, + out_zp, saturated."""
+def _rescale(node: torch.fx.Node | None, args: Sequence[Any], kwargs: dict[str, Any]) -> torch.Tensor:
+    """TOSA RESCALE as ExecuTorch serializes it (SINGLE_ROUND, per channel on the last axis;
+    32-bit multipliers, 16-bit where the input is typed INT48 (an int16 convolution's
+    accumulator, held here as int64)): ((x - in_zp) * multiplier + 2^(shift-1)) >> shift,
+    + out_zp, saturated."""
     x, dtype, scales, in_zp, out_zp = args[:5]
     unsigned = [kwargs.get("input_unsigned", args[5] if len(args) > 5 else False),
                 kwargs.get("output_unsigned", args[6] if len(args) > 6 else False)]
-    if any(unsigned) or x.dtype not in _RANGES or dtype not in _RANGES:
+    if any(unsigned) or (x.dtype not in _RANGES and x.dtype != torch.int64) or dtype not in _RANGES:
         raise NotImplementedError(f"RESCALE {x.dtype} -> {dtype} (unsigned {unsigned}) is not evaluated in torch")
-    multipliers, shifts = _upstream.rescale_multipliers([float(v) for v in scales])
+    source = node.args[0] if node is not None and node.args else None
+    int48 = _upstream.is_int48(source) if isinstance(source, torch.fx.Node) else x.dtype == torch.int64
+    width = 16 if int48 else 32
+    multipliers, shifts = _upstream.rescale_multipliers([float(v) for v in scales], width)
     multiplier = torch.tensor(multipliers, dtype=torch.int64)
     shift = torch.tensor(shifts, dtype=torch.int64)
     value = x.to(torch.int64) - int(in_zp)
@@ -111,10 +116,16 @@ def _pad(_node: torch.fx.Node, args: Sequence[Any], kwargs: dict[str, Any]) -> t
 
 
 def _table(_node: torch.fx.Node, args: Sequence[Any], _kwargs: dict[str, Any]) -> torch.Tensor:
+    """int8: a 256-entry lookup; int16: TOSA's 513-entry table, interpolated to an int32 result."""
     x, table = args[:2]
-    if x.dtype != torch.int8:
-        raise NotImplementedError("TABLE is evaluated for int8 inputs only (int16 tables interpolate)")
-    return table[(x.long() + 128)]
+    if x.dtype == torch.int8:
+        return table[(x.long() + 128)]
+    if x.dtype != torch.int16:
+        raise NotImplementedError(f"TABLE of {x.dtype} is not evaluated in torch")
+    value = x.long() + 32768
+    index, fraction = value >> 7, value & 0x7F
+    base, following = table.long()[index], table.long()[index + 1]
+    return ((base << 7) + (following - base) * fraction).to(torch.int32)
 
 
 def _clamp(_node: torch.fx.Node, args: Sequence[Any], _kwargs: dict[str, Any]) -> torch.Tensor:
