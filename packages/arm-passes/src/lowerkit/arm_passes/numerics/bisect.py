@@ -3,11 +3,13 @@
 The lowering is run once with the graph recorded after every pass (``pass_states``); each
 recorded graph is run on the example input by the qparam-aware interpreter
 (``qparam_interpreter``), first to last, each once (a linear scan, stopping at the first
-graph out of bounds), and its outputs are compared, in output quanta, with the pipeline's
-input graph (which is the fake-quantized program, q/dq nodes included). The first pass whose
-graph is more than `threshold_quanta` away is named. Two end checks say whether the answer
-can be trusted: the pipeline's input graph must compute the fake-quant program's outputs,
-and the last graph the TOSA reference model's outputs on the shipped flatbuffer.
+graph out of bounds; a pass that changed nothing the interpreter reads shares the previous
+graph's outputs), and its outputs are compared, in output quanta, with the pipeline's input
+graph (which is the fake-quantized program, q/dq nodes included). The first pass whose graph
+is more than `threshold_quanta` away is named. Checks say whether the answer can be trusted:
+the pipeline's input graph must compute the fake-quant program's outputs, the last graph the
+TOSA reference model's outputs on the shipped flatbuffer, and a named pass's change must
+last to the last graph.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ class PassBisection:
                 f"no pass changes the outputs; the TOSA serialization (node visitors) does: "
                 f"{self.end_quanta:g} quanta between the last pass's graph and the reference model"
             )
+        elif self.reached < self.passes + 1:
+            text = f"none of the first {self.reached - 1} passes changes the outputs beyond {self.threshold_quanta:g} quanta"
         else:
             text = f"no pass changes the outputs beyond {self.threshold_quanta:g} quanta"
         checks = "" if self.trusted else " [not trusted: " + "; ".join(self.notes) + "]"
@@ -188,7 +192,8 @@ def bisect_passes(
 ) -> PassBisection:
     """Lower `model` recording the graph after every Arm pass and name the first pass after
     which its outputs on the example inputs are more than `threshold_quanta` output quanta away
-    from the pipeline's input (the fake-quant program). INT targets, one fully delegated partition.
+    from the pipeline's input (the fake-quant program). INT targets, one fully delegated partition;
+    `ArmLoweringError` (saying why) when the lowering does not allow it.
     """
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     if not is_integer(target):
@@ -246,9 +251,16 @@ def _scan(
     before = after = end_quanta = final_quanta = None
     last: list[torch.Tensor] | None = None
     with _upstream.tosa_context(lowering.compile_spec, states[-1].root), _native_stdout_to_stderr():
-        reference = _outputs(states, 0, feeds)
+        try:
+            reference = _outputs(states, 0, feeds)
+        except Exception as error:  # nothing to compare with: the bisection cannot run
+            raise ArmLoweringError(f"the interpreter cannot run the pipeline's input graph: {_first_line(error)}") from error
         evaluated = 1
-        start_quanta = _quanta(reference, _fake_quant_outputs(lowering, inputs))
+        try:
+            start_quanta: float | None = _quanta(reference, _fake_quant_outputs(lowering, inputs))
+        except ValueError as error:  # outputs that do not pair with the delegate's output qparams
+            start_quanta = None
+            notes.append(f"the fake-quant program's outputs could not be compared: {_first_line(error)}")
         deviation = 0.0
         outputs = reference
         reached = 1
@@ -273,12 +285,13 @@ def _scan(
         if last is None and culprit is not None:
             try:
                 last = _outputs(states, len(states) - 1, feeds)
-            except Exception:  # reported by the end check being absent
+            except Exception as error:  # no end check then
+                notes.append(f"the last pass's graph could not be run, so it was not checked: {_first_line(error)}")
                 last = None
     if last is not None:
         end_quanta = _quanta(last, shipped)
         final_quanta = _quanta(last, reference)
-    if start_quanta > threshold:
+    if start_quanta is not None and start_quanta > threshold:
         notes.append(
             f"the pipeline's input graph is {start_quanta:g} quanta from the fake-quant program: "
             "the interpreter does not reproduce it"
