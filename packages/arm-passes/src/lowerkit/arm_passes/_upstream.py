@@ -42,6 +42,7 @@ from executorch.exir._program_utils import _get_updated_graph_signature
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.dialects.edge._ops import EdgeOpOverload as EdgeOpOverload
 from executorch.exir.pass_manager import ExportedProgramPassManager
+from torch._ops import HigherOrderOperator as HigherOrderOperator
 from torch._ops import OpOverload as OpOverload
 from torch._subclasses.fake_tensor import FakeTensor as FakeTensor
 from torch.export import ExportedProgram
@@ -57,6 +58,7 @@ __all__ = [
     "ArmPassManager",
     "EdgeOpOverload",
     "FakeTensor",
+    "HigherOrderOperator",
     "OpOverload",
     "PropagateViewCopyPermuteDownPass",
     "PropagateViewCopyPermuteUpPass",

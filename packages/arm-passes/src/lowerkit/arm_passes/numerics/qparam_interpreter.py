@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.numerics.tosa_torch import TOSA_IN_TORCH, tosa_name
 
 __all__ = ["QParamInterpreter", "run_graph"]
@@ -126,6 +127,11 @@ class QParamInterpreter(torch.fx.Interpreter):
         return not outputs and _integer_output(n)
 
     def run_node(self, n: torch.fx.Node) -> Any:
+        if n.op == "call_module" or isinstance(n.target, _upstream.HigherOrderOperator):
+            raise NotImplementedError(
+                f"{n.name}: control flow (cond / while_loop submodules) is not interpreted: "
+                "the submodules are not recorded per pass"
+            )
         if n.op != "call_function":
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
