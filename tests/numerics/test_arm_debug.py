@@ -66,3 +66,28 @@ def test_tosa_fp_intermediates_match_eager_op_by_op() -> None:
     assert "flatten" not in compared and "flatten" in report.notes[0]
     assert report.first_over_threshold is None
     assert all(x.error.sqnr_db > 100.0 and x.error.cosine > 0.9999 for x in report.layers), report.layers
+
+
+def test_no_bisection_when_the_tosa_graph_agrees(report: DebugReport) -> None:
+    # The TOSA graph is within the threshold of the fake-quant program: the pipeline is not bisected.
+    assert report.bisection is None
+    assert report.to_json()["bisection"] is None
+
+
+def test_a_pass_bug_makes_the_report_name_the_pass() -> None:
+    from arm_passes_tests.pass_bugs import ScaleOneOutputQParamPass
+    from lowerkit.arm_passes.runner import passes_inserted_after
+    from lowerkit.cli.debug_command import table
+
+    model, inputs = outlier()
+    with passes_inserted_after(ScaleOneOutputQParamPass.AFTER, [ScaleOneOutputQParamPass()]):
+        report = debug_arm(model, inputs, "TOSA-1.0+INT", calibration=calibration(), scan=0, model_name="outlier")
+    # Not asked for: the TOSA graph departing from the fake-quant program is what started it.
+    assert report.summary["tosa_vs_quantized_output"]["max_error_quanta"] > report.threshold
+    bisection = report.bisection
+    assert bisection is not None and bisection.culprit == "ScaleOneOutputQParamPass", bisection
+    data = report.to_json()["bisection"]
+    assert data["culprit"] == "ScaleOneOutputQParamPass" and data["trusted"] is True
+    assert data["max_quanta_after"] > data["threshold_quanta"] >= data["max_quanta_before"]
+    assert any("ScaleOneOutputQParamPass" in line and "read that pass" in line for line in report.advice())
+    assert bisection.line() in table(report, 5)

@@ -102,3 +102,25 @@ def test_keep_float_changes_nothing_unless_a_layer_is_named(calibration_file: Pa
 def test_scan_zero_tries_no_layer(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _invoke(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--scan", "0", "--json")
     assert code == 0 and json.loads(out)["sensitivity"] == []
+
+
+def test_bisect_flag_forces_the_pass_bisection_on_arm(calibration_file: Path, tmp_path: Path) -> None:
+    html = tmp_path / "report.html"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_info:
+        run(["debug", MODEL, "-t", "tosa-int", "--calibration", str(calibration_file), "--scan", "0", "-q",
+             "--bisect", "--json", "-o", str(html)])
+    assert exit_info.value.code == 0
+    data = json.loads(out.getvalue())
+    # The clean pipeline: every pass's graph computes the fake-quant program's outputs.
+    bisection = data["bisection"]
+    assert bisection["culprit"] is None and bisection["trusted"] is True, bisection
+    assert bisection["reached"] == bisection["passes"] + 1
+    assert "--bisect" in data["summary"]["commands"][0]
+    page = html.read_text()
+    assert "<h2>Pass bisection</h2>" in page and "no pass changes the outputs" in page
+
+
+def test_bisect_flag_is_refused_off_arm(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _invoke(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--bisect")
+    assert code == 2 and not out and "--bisect bisects the Arm pass pipeline" in err

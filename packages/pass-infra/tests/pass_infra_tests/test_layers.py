@@ -68,3 +68,28 @@ def test_a_threshold_on_a_comparison_skips_layers_without_it() -> None:
     staged = LayerNumerics("b", "aten.conv2d", 1, device, stages={"device vs quantized": device})
     report = DebugReport("m", "t", "c", [plain, staged], output_sqnr_db=20.0, threshold_stage="device vs quantized")
     assert report.first_over_threshold is staged
+
+
+class _Bisection:
+    """A stand-in for a backend's pass bisection (lowerkit.arm_passes.PassBisection)."""
+
+    culprit = "BuggyPass"
+
+    def line(self) -> str:
+        return "pass bisection: BuggyPass"
+
+    def advice(self) -> str | None:
+        return "read BuggyPass"
+
+    def to_json(self) -> dict[str, object]:
+        return {"culprit": self.culprit}
+
+
+def test_a_bisection_reaches_the_advice_and_the_json_and_is_null_without_one() -> None:
+    layers = [_layer("a", 0, 45.0, 0.5)]
+    plain = DebugReport("m", "t", "c", layers, output_sqnr_db=45.0)
+    assert plain.to_json()["bisection"] is None
+    found = DebugReport("m", "t", "c", layers, output_sqnr_db=45.0, bisection=_Bisection())
+    assert found.to_json()["bisection"] == {"culprit": "BuggyPass"}
+    assert "read BuggyPass" in found.advice()
+    assert {k for k in found.to_json() if k != "bisection"} == set(plain.to_json()) - {"bisection"}

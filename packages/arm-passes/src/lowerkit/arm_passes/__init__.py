@@ -10,6 +10,7 @@ from lowerkit.arm_passes.incremental import (
 )
 from lowerkit.arm_passes.lowering import ArmLowering, lower_to_arm
 from lowerkit.arm_passes.npu_report import NpuLayer, NpuReport, npu_reports
+from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_passes
 from lowerkit.arm_passes.numerics.debug import debug_arm
 from lowerkit.arm_passes.pipelines import arm_pipeline_passes
 from lowerkit.arm_passes.preflight import (
@@ -23,7 +24,7 @@ from lowerkit.arm_passes.reference import (
     run_tosa_reference,
     verify_on_reference_model,
 )
-from lowerkit.arm_passes.runner import FastArmPassManager
+from lowerkit.arm_passes.runner import FastArmPassManager, passes_inserted_after
 from lowerkit.arm_passes.targets import PassTargets, audit, targets_of
 from lowerkit.arm_passes.vela_config import VelaConfig, read_vela_config
 from lowerkit.arm_passes.versions import PROVEN_ON
@@ -42,6 +43,7 @@ __all__ = [
     "IncrementalPropagateViewCopyPermuteUpPass",
     "NpuLayer",
     "NpuReport",
+    "PassBisection",
     "PassTargets",
     "ReferenceCheck",
     "UnknownArmTargetError",
@@ -49,6 +51,7 @@ __all__ = [
     "accelerated_arm_pipeline",
     "arm_pipeline_passes",
     "audit",
+    "bisect_passes",
     "bundled_program",
     "channel_warnings",
     "check_budgets",
@@ -57,6 +60,7 @@ __all__ = [
     "etrecord",
     "lower_to_arm",
     "npu_reports",
+    "passes_inserted_after",
     "read_vela_config",
     "reference_outputs",
     "run_tosa_reference",

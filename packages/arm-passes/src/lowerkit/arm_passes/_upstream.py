@@ -43,6 +43,7 @@ from executorch.exir._program_utils import _get_updated_graph_signature
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.dialects.edge._ops import EdgeOpOverload as EdgeOpOverload
 from executorch.exir.pass_manager import ExportedProgramPassManager
+from torch._ops import HigherOrderOperator as HigherOrderOperator
 from torch._ops import OpOverload as OpOverload
 from torch._subclasses.fake_tensor import FakeTensor as FakeTensor
 from torch.export import ExportedProgram
@@ -58,6 +59,7 @@ __all__ = [
     "ArmPassManager",
     "EdgeOpOverload",
     "FakeTensor",
+    "HigherOrderOperator",
     "OpOverload",
     "PropagateViewCopyPermuteDownPass",
     "PropagateViewCopyPermuteUpPass",
@@ -73,9 +75,11 @@ __all__ = [
     "ethosu_backend_id",
     "exir_ops",
     "fake_mode_of",
+    "is_int48",
     "patched_arm_pass_manager",
     "permute_targets",
     "pytree",
+    "rescale_multipliers",
     "set_program_graph",
     "shallow_program_copy",
     "tosa_context",
@@ -245,6 +249,21 @@ def fake_mode_of(graph_module: GraphModule) -> Any:
 def enable_python_dispatcher() -> Any:
     """torch._C's python dispatcher context, as ExportPass uses when replaying with a fake mode."""
     return torch._dispatch.python.enable_python_dispatcher()
+
+
+def rescale_multipliers(scales: list[float], width: int = 32) -> tuple[list[int], list[int]]:
+    """The (multiplier, right shift) pairs TOSA's RESCALE serializer writes for `scales`
+    (`width`-bit multipliers: 16 for an int48 input, else 32)."""
+    from executorch.backends.arm.operators.op_tosa_rescale import _compute_multiplier_and_shift
+
+    return _compute_multiplier_and_shift(scales, width)
+
+
+def is_int48(node: Any) -> bool:
+    """Whether the TOSA serializer types `node`'s tensor INT48 (its TosaSpecialDtype meta)."""
+    from executorch.backends.arm.tosa.mapping import TosaSpecialDtype
+
+    return bool(node.meta.get(TosaSpecialDtype.meta_key()) == TosaSpecialDtype.INT48)
 
 
 def tosa_context(compile_spec: Any, graph_module: GraphModule) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from executorch.exir.pass_base import ExportPass
@@ -35,9 +35,49 @@ from lowerkit.pass_infra import (
     lowering_lock,
 )
 
-__all__ = ["FastArmPassManager", "collect_reports", "fast_passes"]
+__all__ = ["FastArmPassManager", "capture_pass_states", "collect_reports", "fast_passes", "passes_inserted_after"]
 
 _LOCAL = threading.local()
+
+#: Called with (pass name or "" for the pipeline's input, program, graph module) after each pass.
+PassObserver = Callable[[str, ExportedProgram, GraphModule], None]
+
+
+@contextlib.contextmanager
+def capture_pass_states(observer: PassObserver) -> Iterator[None]:
+    """Call `observer` on the program's input and after every pass of FastArmPassManager runs in this thread.
+
+    The observer sees the live program and graph module (the next pass rewrites them): it must
+    copy what it keeps and change nothing. Without an observer the pipeline runs as always.
+    """
+    previous = getattr(_LOCAL, "observer", None)
+    _LOCAL.observer = observer
+    try:
+        yield
+    finally:
+        _LOCAL.observer = previous
+
+
+@contextlib.contextmanager
+def passes_inserted_after(target: type, passes: Sequence[Any]) -> Iterator[None]:
+    """Insert `passes` after each `target` pass of the pipelines FastArmPassManager builds in this thread.
+
+    Through upstream's own ``ArmPassManager.insert_passes_after`` (its pipeline raises if
+    `target` is not in it); other threads and lowerings outside the block are unaffected.
+    For checking tools against a pass bug built on purpose, or trying a pass of your own.
+    """
+    previous = getattr(_LOCAL, "insertions", ())
+    _LOCAL.insertions = (*previous, (target, tuple(passes)))
+    try:
+        yield
+    finally:
+        _LOCAL.insertions = previous
+
+
+def _observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
+    observer = getattr(_LOCAL, "observer", None)
+    if observer is not None:
+        observer(name, program, graph_module)
 
 
 @contextlib.contextmanager
@@ -116,6 +156,7 @@ class _ArmStep:
         if reference is not None:
             _check_same(self.__name__, reference, result.graph_module)
             self.verified += 1
+        _observe(self.__name__, program, result.graph_module)
         return result
 
 
@@ -177,6 +218,7 @@ def run_fast_pipeline(
     """Run `passes` on a shallow copy of `exported_program` as ExportedProgramPassManager would."""
     program = _upstream.shallow_program_copy(exported_program)
     _upstream.check_program(program)
+    _observe("", program, program.graph_module)
     state = _ProgramState(program)
     steps = [
         _ArmStep(fast, state, original=original, verify=verify)
@@ -195,6 +237,11 @@ class FastArmPassManager(_upstream.ArmPassManager):
     """ArmPassManager that runs its own pass list through lowerkit.pass_infra."""
 
     verify = False
+
+    def __init__(self, compile_spec: Any) -> None:
+        super().__init__(compile_spec)
+        for target, passes in getattr(_LOCAL, "insertions", ()):
+            self.insert_passes_after(target, list(passes))
 
     def _transform(self, exported_program: ExportedProgram, graph_module: GraphModule) -> Any:
         if graph_module is not exported_program.graph_module or not accelerated_ok(

@@ -34,6 +34,11 @@ def _debuggable(target: targets.Target) -> bool:
 @click.option("--threshold", type=float, help="Where the error starts: output quanta (Arm, default 1) or dB (Core ML, default 20).")
 @click.option("--scan", type=click.IntRange(min=0), default=5, show_default=True, help="Layers to try in float (0: none).")
 @click.option("--top", type=click.IntRange(min=1), default=12, show_default=True, help="Table rows to print.")
+@click.option(
+    "--bisect", is_flag=True,
+    help="Arm INT: name the first pass after which the lowered graph's outputs leave the fake-quant program's "
+    "(run anyway when the TOSA graph and the fake-quant program disagree beyond --threshold).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 def debug_command(
     model: str,
@@ -45,6 +50,7 @@ def debug_command(
     threshold: float | None,
     scan: int,
     top: int,
+    bisect: bool,
     quiet: bool,
 ) -> None:
     """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
@@ -54,6 +60,8 @@ def debug_command(
             f"debug compares lowered layers with float: use an Arm target or one of "
             f"{', '.join(COREML_DEBUG_TARGETS)} (or coreml-palettize*), not '{target.name}'"
         )
+    if bisect and target.backend != "arm":
+        raise UsageError(f"--bisect bisects the Arm pass pipeline; '{target.name}' is not an Arm target")
     if output is not None:
         atomic.check_writable(output)
     from lowerkit.cli import calibration as calibration_data
@@ -68,7 +76,7 @@ def debug_command(
     batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
-        report = _run(source, target.name, batches, names, threshold, scan)
+        report = _run(source, target.name, batches, names, threshold, scan, bisect)
     report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
     report.summary["commands"] = _commands(model, target.name, calibration, names, report)
     for warning in warnings:
@@ -86,7 +94,10 @@ def debug_command(
         click.echo(f"wrote {output}")
 
 
-def _run(source: Any, target: str, batches: list[Any], names: tuple[str, ...], threshold: float | None, scan: int) -> Any:
+def _run(
+    source: Any, target: str, batches: list[Any], names: tuple[str, ...], threshold: float | None, scan: int,
+    bisect: bool = False,
+) -> Any:
     from lowerkit.cli.lowering import _as_lowering_error
 
     model = source.module if source.module is not None else source.export()
@@ -119,7 +130,7 @@ def _run(source: Any, target: str, batches: list[Any], names: tuple[str, ...], t
             return debug_arm(
                 model, source.example_inputs, ARM_TARGET_NAMES[target], calibration=batches or None,
                 keep_float=names, threshold_quanta=1.0 if threshold is None else threshold, scan=scan,
-                model_name=source.name,
+                model_name=source.name, bisect=True if bisect else None,
             )
         except NoQuantizedLayerError as error:
             raise UsageError(str(error)) from None
@@ -136,6 +147,8 @@ def _commands(model: str, target: str, calibration: Path | None, names: tuple[st
         base += ["--calibration", str(calibration)]
     for name in names:
         base += ["--keep-float", name]
+    if getattr(report, "bisection", None) is not None:
+        base.append("--bisect")
     commands = [shlex.join(base)]
     gains = [s for s in report.sensitivity if s.gain_db > 0.5]
     if gains:
@@ -174,5 +187,7 @@ def table(report: Any, top: int) -> list[str]:
     lines += [f"advice: {line}" for line in report.advice()]
     for result in report.sensitivity:
         lines.append(f"keep {result.name} in float: output {_number(result.output_sqnr_db)} dB ({result.gain_db:+.1f} dB)")
+    if getattr(report, "bisection", None) is not None:
+        lines.append(report.bisection.line())
     lines += [f"note: {note}" for note in report.notes]
     return lines

@@ -63,6 +63,24 @@ def chart(report: Any, width: int = 900, height: int = 260) -> str:
     return "".join(parts)
 
 
+def bisection_section(report: Any) -> str:
+    """The pass bisection's section, or "" when none was run."""
+    bisection = getattr(report, "bisection", None)
+    if bisection is None:
+        return ""
+    data = bisection.to_json()
+    rows = "".join(
+        f'<tr><td>{html.escape(key)}</td><td class="l">{html.escape(str(data[key]))}</td></tr>'
+        for key in ("culprit", "culprit_index", "max_quanta_before", "max_quanta_after", "threshold_quanta",
+                    "start_quanta", "end_quanta", "final_quanta", "trusted", "reached", "evaluated", "passes", "method", "seconds")
+    )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in data["notes"])
+    return (
+        f"<h2>Pass bisection</h2><p><b>{html.escape(bisection.line())}</b></p>"
+        f"<table>{rows}</table>" + (f"<ul>{notes}</ul>" if notes else "")
+    )
+
+
 def render(report: Any) -> str:
     """The whole page."""
     data = report.to_json()
@@ -96,6 +114,7 @@ first layer over it: <b>{html.escape(first or "none")}</b>.</p>
 <h2>Layers, worst first</h2>
 <table><tr><th>layer</th><th>op</th><th>#</th><th>SQNR dB</th><th>max abs error</th><th>max error (quanta)</th>
 <th>cosine</th><th>added dB</th><th>weight SQNR dB</th><th>range</th><th>stages</th></tr>{"".join(rows)}</table>
+{bisection_section(report)}
 <h2>Sensitivity: one layer kept in float</h2>
 <table><tr><th>layer</th><th>output SQNR dB</th><th>gain dB</th></tr>{sensitivity}</table>
 <h2>Reproduce</h2>{commands}

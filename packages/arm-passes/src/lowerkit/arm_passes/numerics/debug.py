@@ -16,6 +16,8 @@ from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.devices import compile_spec_for, is_integer
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.lowering import ArmLowering, _convert, lower_to_arm
+from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_recorded, quantized_feeds
+from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.tosa_tensors import (
     TosaTensor,
     drop_reordered,
@@ -108,6 +110,7 @@ def debug_arm(
     threshold_quanta: float = 1.0,
     scan: int = 5,
     model_name: str = "model",
+    bisect: bool | None = None,
 ) -> DebugReport:
     """Compare every quantized layer along an Arm INT lowering: float eager, the fake-quantized
     torch program, and the TOSA reference model's intermediate tensors of the lowered flatbuffer.
@@ -115,15 +118,22 @@ def debug_arm(
     Then flag ranges one channel dominates, find where the error first exceeds
     `threshold_quanta` (in each layer's output quanta) and, for the `scan` layers most to blame,
     measure the output gain of keeping each in float (in the quantized torch program).
+    Where the TOSA graph and the fake-quant program disagree by more than `threshold_quanta`
+    (or with `bisect=True`; never with False), the Arm pass pipeline is bisected
+    (``report.bisection``: the first pass after which the outputs differ).
     """
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     if not is_integer(target):
-        return debug_arm_float(model, inputs, target, model_name=model_name)
+        report = debug_arm_float(model, inputs, target, model_name=model_name)
+        if bisect:
+            report.notes.append("pass bisection not run: it compares integer outputs in quanta (INT targets only)")
+        return report
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     float_program = _float_program(model, inputs)
     captured: list[tuple[bytes, torch.fx.GraphModule]] = []
-    with _upstream.capture_tosa_graphs(captured):
+    states: list[PassState] = []  # the graph after every pass, for a bisection (copies: the lowering is unchanged)
+    with _upstream.capture_tosa_graphs(captured), record_pass_states(states):
         lowering = lower_to_arm(model, inputs, target, calibration=calibration, keep_float=keep_float)
     assert lowering.source_program is not None
     seconds["lower"] = time.perf_counter() - start
@@ -180,11 +190,29 @@ def debug_arm(
     if tosa_values:
         check = verify_on_reference_model(lowering, inputs)
         summary["tosa_vs_quantized_output"] = {"sqnr_db": check.sqnr_db, "max_error_quanta": check.max_error_quanta}
+        disagree = (check.max_error_quanta or 0.0) > threshold_quanta or report.first_over_threshold is not None
+        if bisect or (bisect is None and disagree):
+            start = time.perf_counter()
+            report.bisection = _bisect(states, lowering, inputs, threshold_quanta, notes)
+            seconds["pass bisection"] = time.perf_counter() - start
+    elif bisect:
+        notes.append("pass bisection not run: it needs one fully delegated partition, as the TOSA comparison does")
+    states.clear()  # the graph copies are not needed past here
     start = time.perf_counter()
     report.sensitivity = _scan(report, float_program, inputs, target, calibration, keep_float, scan)
     seconds["sensitivity scan"] = time.perf_counter() - start
     summary["seconds"] = {k: round(v, 1) for k, v in seconds.items()}
     return report
+
+
+def _bisect(
+    states: list[PassState], lowering: ArmLowering, inputs: tuple[Any, ...], threshold_quanta: float, notes: list[str]
+) -> PassBisection | None:
+    try:
+        return bisect_recorded(states, lowering, inputs, threshold_quanta=threshold_quanta)
+    except ArmLoweringError as error:
+        notes.append(f"pass bisection not run: {error}")
+        return None
 
 
 def _tosa_values(
@@ -216,12 +244,7 @@ def _tosa_values(
     reordered = drop_reordered(chosen, point_inputs, tensors)
     if reordered:
         notes.append(f"{len(reordered)} layer(s) not compared with TOSA: the pipeline moved an op past them")
-    wide = bool(getattr(lowering, "a16w8", False))  # a16w8: int16 activations
-    low, high, dtype = (-32768, 32767, torch.int16) if wide else (-128, 127, torch.int8)
-    feeds = [
-        torch.clamp(torch.round(x / scale) + zp, low, high).to(dtype).numpy()
-        for x, (scale, zp) in zip(inputs, lowering.input_qparams, strict=True)
-    ]
+    feeds = [x.numpy() for x in quantized_feeds(lowering, inputs)]
     raw = read_intermediates(flatbuffer, feeds, sorted({t.name for t in chosen.values()}))
     shipped = run_tosa_reference(flatbuffer, feeds)
     same = len(shipped) == len(raw[""]) and all(np.array_equal(a, b) for a, b in zip(shipped, raw[""], strict=True))

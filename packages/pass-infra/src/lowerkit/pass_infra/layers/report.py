@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from lowerkit.pass_infra.layers.metrics import TensorError
 from lowerkit.pass_infra.layers.ranges import RangeDiagnostic
 
-__all__ = ["CLEAN_DB", "DebugReport", "LayerNumerics", "Sensitivity"]
+__all__ = ["CLEAN_DB", "Bisection", "DebugReport", "LayerNumerics", "Sensitivity"]
 
 #: The SQNR a layer with no quantized input starts from (and the cap of every SQNR compared):
 #: int8 rounding alone stays below it.
@@ -72,6 +72,27 @@ class Sensitivity:
     gain_db: float
 
 
+class Bisection(Protocol):
+    """Which lowering pass first changes the outputs (e.g. lowerkit.arm_passes' PassBisection)."""
+
+    @property
+    def culprit(self) -> str | None:
+        """The first pass that changes the outputs, or None."""
+        ...
+
+    def line(self) -> str:
+        """One line for a terminal."""
+        ...
+
+    def advice(self) -> str | None:
+        """A sentence for the advice, when a pass is named."""
+        ...
+
+    def to_json(self) -> dict[str, Any]:
+        """The `bisection` field of the JSON report."""
+        ...
+
+
 @dataclass
 class DebugReport:
     """Everything `lowerkit debug` shows: layers, analysis, sensitivity scan, notes."""
@@ -92,6 +113,8 @@ class DebugReport:
     notes: list[str] = field(default_factory=list)
     #: Extra output-level figures (e.g. the device's output against the quantized program).
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Which lowering pass first changes the outputs, where one was searched for (else None).
+    bisection: Bisection | None = None
 
     def added_db(self, layer: LayerNumerics) -> float:
         """How much SQNR the layer loses against the worst of its inputs (0 for none)."""
@@ -148,6 +171,9 @@ class DebugReport:
                 f"the {what} first crosses the threshold ({self.threshold:g} {unit}) at {first.name} "
                 f"({value:.3g} {unit})"
             )
+        found = self.bisection.advice() if self.bisection is not None else None
+        if found:
+            lines.append(found)
         gains = [s for s in self.sensitivity if s.gain_db > 0.5]
         if gains:
             best = max(gains, key=lambda s: s.gain_db)
@@ -182,4 +208,5 @@ class DebugReport:
             "summary": self.summary,
             "notes": self.notes,
             "layers": layers,
+            "bisection": self.bisection.to_json() if self.bisection is not None else None,
         }
