@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.fake_cache import faketensor_cache
 from lowerkit.pass_infra.histogram_search import non_linear_param_search
 from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
+from lowerkit.pass_infra.replay import cheaper_replay
 from lowerkit.pass_infra.versions import proven
 
 __all__ = ["QUANTIZATION_PROVEN_ON", "accelerated_quantization"]
@@ -34,7 +36,11 @@ def accelerated_quantization() -> Iterator[None]:
 
     The same quantized model, bit for bit, for any quantizer: torchao's ``HistogramObserver``
     (the activation observer of ExecuTorch's Arm and XNNPACK quantizers) finds its min / max
-    with the same steps on Python floats instead of 0-d tensors (`histogram_search`).
+    with the same steps on Python floats instead of 0-d tensors (`histogram_search`), and the
+    ``ExportPass``es a quantizer runs before annotating (e.g. the Arm quantizer's
+    ``transform_for_annotation`` pipeline) replay under ``cheaper_replay()`` and
+    ``faketensor_cache()`` (graph modules recompiled eagerly, as stock: the prepared and
+    converted modules are plain ``GraphModule``s).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -44,5 +50,5 @@ def accelerated_quantization() -> Iterator[None]:
         if not proven("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization"):
             yield
             return
-        with HISTOGRAM_SEARCH.scope():
+        with HISTOGRAM_SEARCH.scope(), cheaper_replay(lazy_recompile=False), faketensor_cache():
             yield
