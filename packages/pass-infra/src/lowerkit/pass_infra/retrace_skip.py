@@ -1,22 +1,22 @@
 """run_decompositions without the whole-program re-trace when the re-trace would change nothing.
 
 ``to_edge_transform_and_lower`` calls ``ExportedProgram.run_decompositions`` three times for a
-partitioner that keeps ops from decomposing (Arm, Core ML): functionalize, decompose, and once
-more after swapping the kept ops for placeholders; every call re-traces the whole program
-through AOTAutograd (~2 s for a 9-layer CNN). The last call often has nothing left to do.
+partitioner that keeps ops from decomposing (Arm, XNNPACK, Core ML): functionalize, decompose,
+and once more after swapping the kept ops for placeholder ops; each call re-traces the whole
+program through AOTAutograd (~2 s for a 9-layer CNN). The last call often has nothing to do.
 
-`needs_retrace` says when a program decomposed in this scope may skip it: it was returned by a
-``run_decompositions`` call (so it is functional, inference IR), it has no op the table
-decomposes, no mutating op, no nested graph, no dead node, no input or buffer mutation, no
-symbolic shape, no effect token, and its weight and its weight placeholders already carry the ``original_aten``
-a re-trace gives them. The copy gets what a trace records per node: ``original_aten``
-(the node's op, as nothing decomposes; ExecuTorch swaps kept ops for placeholder ops before
-this call) and, for stride-sensitive ops, ``eager_input_vals``. Then the result is a copy of the program (its own graph
-and signature, the same weights): the same graph code, node names and metadata as the re-trace
-gives, except that ``from_node`` provenance chains lack the re-trace's two layers (their roots,
-from which ExecuTorch derives debug handles, are the same), as in ExecuTorch's own skip of
-this call for partitioners that need no placeholders. Tests compare both on the zoo, and the
-Arm and XNNPACK sameness tests compare the ``.pte`` bytes.
+`needs_retrace` says when a program may skip it: it was returned by a ``run_decompositions``
+call in this scope (so it is functional, inference IR); it has no op the table decomposes, no
+mutating op, getitem, nested graph, dead node, input or buffer mutation, symbolic shape or
+effect token; and its nodes and weight placeholders already carry the ``original_aten`` a
+re-trace gives them. The result is then a copy of the program (its own graph and signature,
+the same weights) given what a trace records per node: ``original_aten`` (the node's op, as
+nothing decomposes) and, for stride-sensitive ops, ``eager_input_vals``. It has the graph code,
+node names and metadata of the re-trace, except that ``from_node`` provenance chains lack the
+re-trace's two layers; their roots, from which ExecuTorch derives debug handles, are the same
+(ExecuTorch's own skip of this call, for partitioners without placeholder ops, leaves the same
+chains). Tests compare both on the zoo; the Arm and XNNPACK sameness tests compare the lowered
+programs and ``.pte`` bytes with stock's.
 """
 
 from __future__ import annotations
