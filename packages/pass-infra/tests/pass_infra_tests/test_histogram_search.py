@@ -63,11 +63,15 @@ def test_same_for_other_settings(kwargs: dict[str, object]) -> None:
         assert _same(non_linear_param_search(observer), observer._non_linear_param_search())
 
 
-def test_float64_histogram_and_unsorted_walk() -> None:
-    """A float64 histogram; and one whose cumulative sum is not monotone takes the linear walk."""
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_other_histogram_dtypes(dtype: torch.dtype) -> None:
     observer = _observer("normal", 3)
-    observer.histogram = observer.histogram.double()
+    observer.histogram = observer.histogram.to(dtype)
     assert _same(non_linear_param_search(observer), observer._non_linear_param_search())
+
+
+def test_unsorted_walk() -> None:
+    """A histogram whose cumulative sum is not monotone takes the linear walk."""
     observer = _observer("normal", 4)
     observer.histogram[100] = -observer.histogram.sum() / 3  # never observed, but the walk must still agree
     assert _same(non_linear_param_search(observer), observer._non_linear_param_search())

@@ -36,13 +36,13 @@ _STEP = 1e-5  # upstream's granularity
 
 
 def _rounder(dtype: torch.dtype) -> Any:
-    """How torch rounds a Python float compared with a 0-d tensor of `dtype` (None: unsupported)."""
+    """How torch rounds a Python float compared with a 0-d tensor of `dtype`."""
     if dtype == torch.float32:
         pack = struct.Struct("f")
         return lambda value: pack.unpack(pack.pack(value))[0]
     if dtype == torch.float64:
         return float
-    return None
+    return lambda value: torch.tensor(value, dtype=dtype).item()  # any other dtype, slower
 
 
 def _non_decreasing(values: list[float]) -> bool:
@@ -54,8 +54,6 @@ def non_linear_param_search(observer: Any) -> tuple[torch.Tensor, torch.Tensor]:
     assert observer.histogram.size()[0] == observer.bins, "bins mismatch"
     cumulative = torch.cumsum(observer.histogram, dim=0)
     rounded = _rounder(cumulative.dtype)
-    if rounded is None:
-        raise TypeError(f"histogram dtype {cumulative.dtype} is not float32 / float64")
     bin_width = (observer.max_val - observer.min_val) / observer.bins
     total = torch.sum(observer.histogram).item()
     sums: list[float] = cumulative.tolist()
