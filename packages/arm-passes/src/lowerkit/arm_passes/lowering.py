@@ -113,21 +113,6 @@ def _export(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
     return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
 
 
-def _quantize(
-    program: ExportedProgram,
-    inputs: tuple[Any, ...],
-    compile_spec: Any,
-    calibration: Sequence[Sequence[Any]] | None,
-    a16w8: bool = False,
-    keep_float: Sequence[str] = (),
-    stock: bool = False,
-) -> ExportedProgram:
-    """The quantized program, re-exported; pt2e runs under ``accelerated_quantization()`` unless `stock`."""
-    with contextlib.nullcontext() if stock else accelerated_quantization():
-        converted = _convert(program, inputs, compile_spec, calibration, a16w8, keep_float)
-    return torch.export.export(converted, inputs)
-
-
 def _convert(
     program: ExportedProgram,
     inputs: tuple[Any, ...],
@@ -135,18 +120,23 @@ def _convert(
     calibration: Sequence[Sequence[Any]] | None,
     a16w8: bool = False,
     keep_float: Sequence[str] = (),
+    stock: bool = False,
 ) -> torch.fx.GraphModule:
-    """prepare_pt2e, calibrate, convert_pt2e: the fake-quantized module (before re-export)."""
-    # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
-    module = program.module(check_guards=False)
-    prepared = prepare_pt2e(module, quantizer_for(compile_spec, a16w8=a16w8, keep_float=keep_float))
+    """prepare_pt2e, calibrate, convert_pt2e: the fake-quantized module (before re-export).
+
+    Runs under ``accelerated_quantization()`` (the same module, bit for bit) unless `stock`.
+    """
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
     if not samples:
         raise ArmLoweringError("calibration is empty; pass at least one input tuple (or None)")
-    with torch.no_grad():
-        for sample in samples:
-            prepared(*sample)
-    return convert_pt2e(prepared)
+    # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
+    module = program.module(check_guards=False)
+    with contextlib.nullcontext() if stock else accelerated_quantization():
+        prepared = prepare_pt2e(module, quantizer_for(compile_spec, a16w8=a16w8, keep_float=keep_float))
+        with torch.no_grad():
+            for sample in samples:
+                prepared(*sample)
+        return convert_pt2e(prepared)
 
 
 _IO_CONVERSIONS = frozenset(
@@ -268,7 +258,8 @@ def _lower(
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     program = _export(model_or_exported_program, inputs)
     if quantize and is_integer(target):
-        program = _quantize(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
+        converted = _convert(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
+        program = torch.export.export(converted, inputs)
 
     flatbuffers: list[bytes] = []
     tosa_programs: list[ExportedProgram] = []
