@@ -44,18 +44,25 @@ PassObserver = Callable[[str, ExportedProgram, GraphModule], None]
 
 
 @contextlib.contextmanager
+def _thread_value(name: str, value: Any) -> Iterator[None]:
+    """Set ``_LOCAL.<name>`` to `value` for the block (this thread only); the previous value after."""
+    previous = getattr(_LOCAL, name, None)
+    setattr(_LOCAL, name, value)
+    try:
+        yield
+    finally:
+        setattr(_LOCAL, name, previous)
+
+
+@contextlib.contextmanager
 def capture_pass_states(observer: PassObserver) -> Iterator[None]:
     """Call `observer` on the program's input and after every pass of FastArmPassManager runs in this thread.
 
     The observer sees the live program and graph module (the next pass rewrites them): it must
     copy what it keeps and change nothing. Without an observer the pipeline runs as always.
     """
-    previous = getattr(_LOCAL, "observer", None)
-    _LOCAL.observer = observer
-    try:
+    with _thread_value("observer", observer):
         yield
-    finally:
-        _LOCAL.observer = previous
 
 
 @contextlib.contextmanager
@@ -66,12 +73,8 @@ def passes_inserted_after(target: type, passes: Sequence[Any]) -> Iterator[None]
     `target` is not in it); other threads and lowerings outside the block are unaffected.
     For checking tools against a pass bug built on purpose, or trying a pass of your own.
     """
-    previous = getattr(_LOCAL, "insertions", ())
-    _LOCAL.insertions = (*previous, (target, tuple(passes)))
-    try:
+    with _thread_value("insertions", (*(getattr(_LOCAL, "insertions", None) or ()), (target, tuple(passes)))):
         yield
-    finally:
-        _LOCAL.insertions = previous
 
 
 def _observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> None:
@@ -83,12 +86,8 @@ def _observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> 
 @contextlib.contextmanager
 def collect_reports(sink: list[PipelineReport]) -> Iterator[None]:
     """Append the PipelineReport of every FastArmPassManager run in this thread to `sink`."""
-    previous = getattr(_LOCAL, "sink", None)
-    _LOCAL.sink = sink
-    try:
+    with _thread_value("sink", sink):
         yield
-    finally:
-        _LOCAL.sink = previous
 
 
 class _ProgramState:
@@ -240,7 +239,7 @@ class FastArmPassManager(_upstream.ArmPassManager):
 
     def __init__(self, compile_spec: Any) -> None:
         super().__init__(compile_spec)
-        for target, passes in getattr(_LOCAL, "insertions", ()):
+        for target, passes in getattr(_LOCAL, "insertions", None) or ():
             self.insert_passes_after(target, list(passes))
 
     def _transform(self, exported_program: ExportedProgram, graph_module: GraphModule) -> Any:
