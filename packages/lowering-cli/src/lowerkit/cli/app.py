@@ -16,6 +16,7 @@ import click
 
 from lowerkit.cli import atomic, debug_command, inspect_pte, targets
 from lowerkit.cli.cache import commands as cache_commands
+from lowerkit.cli.daemon import commands as daemon_commands
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
 from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
@@ -455,6 +456,7 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
 main.add_command(debug_command.debug_command)
 main.add_command(cache_commands.cache_group)
 main.add_command(fleet_commands.build_command)
+main.add_command(daemon_commands.daemon_group)
 
 
 def run_app(argv: list[str] | None = None) -> None:

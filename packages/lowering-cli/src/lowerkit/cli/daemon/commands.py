@@ -1,0 +1,84 @@
+"""`lowerkit daemon start | stop | status`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import click
+
+from lowerkit.cli.daemon import client, fingerprint
+from lowerkit.cli.errors import CliError, UsageError
+
+#: Longest `start` waits for the daemon's imports.
+_START_TIMEOUT_S = 300.0
+
+
+@click.group("daemon")
+def daemon_group() -> None:
+    """A warm process that skips the ~16 s of imports of `lower`, `debug`, `build`, `demo`."""
+
+
+@daemon_group.command("start")
+@click.option("--idle-timeout", type=float, default=1800.0, show_default=True, help="Stop after this many idle seconds.")
+def start_command(idle_timeout: float) -> None:
+    """Start a daemon for this interpreter and packages (nothing if one already runs)."""
+    if not sys.platform.startswith("linux"):
+        raise UsageError(
+            "lowerkit daemon runs on Linux only (on macOS, forking after Core ML's frameworks are loaded is unsafe); "
+            "commands run in-process there"
+        )
+    running = client.request({"control": "status"})
+    if running is not None:
+        click.echo(f"lowerkit daemon already running (pid {running['pid']}, {running['served']} commands served)")
+        return
+    folder = fingerprint.private_daemon_dir()
+    digest = fingerprint.fingerprint()
+    path = fingerprint.socket_path(digest)
+    log = folder / f"{path.stem}.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    started = time.monotonic()
+    with open(log, "ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lowerkit.cli.daemon.server", "--socket", str(path),
+             "--fingerprint", digest, "--idle-timeout", str(idle_timeout)],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd="/", start_new_session=True,
+        )  # fmt: skip
+    while (status := client.request({"control": "status"})) is None:
+        if process.poll() is not None:
+            raise CliError(f"the daemon exited with status {process.returncode} before it was ready; see {log}")
+        if time.monotonic() - started > _START_TIMEOUT_S:
+            process.terminate()
+            raise CliError(f"the daemon was not ready after {_START_TIMEOUT_S:.0f} s; see {log}")
+        time.sleep(0.2)
+    click.echo(
+        f"lowerkit daemon ready in {time.monotonic() - started:.1f} s (pid {status['pid']}); "
+        f"lower, debug, build and demo now run in it; it stops after {idle_timeout:.0f} s idle or on "
+        "'lowerkit daemon stop'"
+    )
+
+
+@daemon_group.command("stop")
+def stop_command() -> None:
+    """Stop this interpreter's daemon (running commands finish)."""
+    answer = client.request({"control": "stop"})
+    click.echo(f"lowerkit daemon {answer['stopping']} stopping" if answer else "no lowerkit daemon running")
+
+
+@daemon_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_command(as_json: bool) -> None:
+    """Show this interpreter's daemon, if one runs."""
+    status = client.request({"control": "status"})
+    if as_json:
+        click.echo(json.dumps(status, indent=1))
+    elif status is None:
+        click.echo("no lowerkit daemon running for this interpreter and these packages")
+    else:
+        click.echo(
+            f"lowerkit daemon pid {status['pid']}: ready in {status['ready_s']} s, {status['served']} commands "
+            f"served, {status['running']} running, stops after {status['idle_timeout_s']:.0f} s idle"
+        )

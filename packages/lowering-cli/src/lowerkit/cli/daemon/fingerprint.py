@@ -1,0 +1,86 @@
+"""Which warm daemon a client may use: a fingerprint of what the daemon would import.
+
+Computed without importing torch or ExecuTorch (a few milliseconds): the interpreter, where the
+heavy packages are and when they were installed, every lowerkit source file's size and
+modification time, and the environment variables those packages read when imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+#: Top-level packages whose location and install time decide what the daemon imported.
+PACKAGES = ("torch", "torchao", "executorch", "coremltools", "tosa_serializer", "ethosu", "numpy", "click")
+
+#: Environment variables (or prefixes) read at import time by torch, its kernels or lowerkit.
+IMPORT_TIME_ENV = ("ATEN_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "PYTORCH_", "TQDM_", "LOWERKIT_DEBUG", "LD_")
+
+
+def _package_locations(name: str) -> list[Path]:
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [Path(p) for p in spec.submodule_search_locations]
+    return [Path(spec.origin)] if spec.origin else []
+
+
+def _stamp(path: Path) -> str:
+    try:
+        status = path.stat()
+    except OSError:
+        return f"{path}:missing"
+    return f"{path}:{status.st_size}:{status.st_mtime_ns}"
+
+
+def fingerprint() -> str:
+    """A hex digest that changes whenever a daemon's imports would differ from this process's."""
+    digest = hashlib.sha256()
+
+    def add(text: str) -> None:
+        digest.update(text.encode() + b"\0")
+
+    add(os.path.realpath(sys.executable))
+    add(sys.version)
+    for name in PACKAGES:
+        for location in _package_locations(name):
+            init = location / "__init__.py" if location.is_dir() else location
+            add(f"{name}={_stamp(init)}")
+    for location in sorted(_package_locations("lowerkit")):
+        for source in sorted(location.rglob("*.py")):
+            add(_stamp(source))
+    for key in sorted(os.environ):
+        if key.startswith(IMPORT_TIME_ENV):
+            add(f"{key}={os.environ[key]}")
+    return digest.hexdigest()
+
+
+def daemon_dir() -> Path:
+    """Where sockets live: $LOWERKIT_DAEMON_DIR, else $XDG_RUNTIME_DIR/lowerkit, else /tmp/lowerkit-UID."""
+    given = os.environ.get("LOWERKIT_DAEMON_DIR")
+    if given:
+        return Path(given)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "lowerkit" if runtime else Path(f"/tmp/lowerkit-{os.getuid()}")
+
+
+def private_daemon_dir() -> Path:
+    """`daemon_dir()`, created with mode 0700; refused if another user owns it or can write it."""
+    folder = daemon_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = folder.stat()
+    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        raise PermissionError(
+            f"{folder} is not private to this user (owner uid {status.st_uid}, mode {oct(status.st_mode & 0o777)}); "
+            "remove it or set LOWERKIT_DAEMON_DIR to a folder of your own"
+        )
+    return folder
+
+
+def socket_path(digest: str | None = None) -> Path:
+    """The socket of the daemon this process may use (`digest`: a fingerprint already computed)."""
+    return daemon_dir() / f"{(digest or fingerprint())[:20]}.sock"
