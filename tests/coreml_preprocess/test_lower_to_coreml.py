@@ -124,3 +124,14 @@ def test_same_pte_as_the_cli_path_w4_small_weights():
     assert lowering.options.minimum_deployment_target == ct.target.iOS18
     assert lowering.reports[0].constexpr_ops == {}
     assert "compressed none" in lowering.warnings[0]
+
+
+@pytest.mark.parametrize(("name", "recipe"), [("cnn9_layernorm", "int8"), ("tiny_lm", "fp16")])
+def test_accelerated_generic_stages_give_the_stock_bytes(name, recipe):
+    """ExecuTorch's edge and emit stages under pass-infra's accelerated_lowering() (the default) vs stock."""
+    model = zoo.get(name)
+    module, inputs, calibration = model.module(), model.example_inputs(), model.calibration(4)
+    accelerated = lower_to_coreml(module, inputs, recipe, calibration=calibration)
+    stock = lower_to_coreml(module, inputs, recipe, calibration=calibration, accelerate=False)
+    assert accelerated.pte == stock.pte
+    assert str(accelerated.program.graph) == str(stock.program.graph)

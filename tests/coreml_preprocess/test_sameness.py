@@ -34,6 +34,7 @@ from lowerkit.coreml_preprocess import (
     files_of,
     unflatten_payload,
 )
+from lowerkit.pass_infra import accelerated_lowering
 
 SPEC = "model.mlpackage/Data/com.apple.CoreML/model.mlmodel"
 CONVERSION_DATE = "com.github.apple.coremltools.conversion_date"
@@ -107,7 +108,8 @@ def lower_with_lowerkit(case: dict[str, Any]) -> list[LoweredBackendModule]:
     program = torch.export.export(model.module(), model.example_inputs())
     options = lowerkit_options(case["options"])
     specs = None if options is None else options.to_compile_specs()
-    manager = to_edge_transform_and_lower(program, partitioner=[CoreMLPartitioner(compile_specs=specs)])
+    with accelerated_lowering():  # as lower_to_coreml runs it
+        manager = to_edge_transform_and_lower(program, partitioner=[CoreMLPartitioner(compile_specs=specs)])
     module = manager.exported_program().graph_module
     return [m for _, m in module.named_children() if isinstance(m, LoweredBackendModule)]
 

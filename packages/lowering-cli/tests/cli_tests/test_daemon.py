@@ -153,3 +153,23 @@ def test_a_daemon_folder_others_can_write_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("LOWERKIT_DAEMON_DIR", str(folder))
     with pytest.raises(PermissionError, match="not private"):
         fingerprint.private_daemon_dir()
+
+
+def test_stop_all_clears_sockets_whose_daemon_is_gone(tmp_path):
+    folder = tmp_path / "daemons"
+    folder.mkdir(mode=0o700)
+    stale = folder / "0123456789abcdef0123.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(stale))  # a socket file nobody listens on, as a killed daemon leaves
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "LOWERKIT_DAEMON_DIR": str(folder)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "lowerkit.cli", "daemon", "status"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "1 other daemon socket(s)" in shown.stdout
+    stopped = subprocess.run(
+        [sys.executable, "-m", "lowerkit.cli", "daemon", "stop", "--all"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr
+    assert "no lowerkit daemon running" in stopped.stdout
+    assert not stale.exists()

@@ -34,7 +34,7 @@ from lowerkit.coreml_preprocess.recipes import (
 )
 from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
-from lowerkit.pass_infra import graph_ops, lowering_lock
+from lowerkit.pass_infra import accelerated_lowering, graph_ops, lowering_lock
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
 
 __all__ = ["CoreMLLowering", "CoreMLPartitionReport", "Progress", "lower_to_coreml"]
@@ -118,6 +118,7 @@ def lower_to_coreml(
     weight_compression: WeightCompression | None = None,
     enumerated_shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
     keep_float: Sequence[str] = (),
+    accelerate: bool = True,
 ) -> CoreMLLowering:
     """Lower a model to Core ML with a recipe: "fp16", "fp32", "int8", "w8", "w4", "palettize4".
 
@@ -130,7 +131,9 @@ def lower_to_coreml(
     ``enumerated_shapes`` (``{input name: [shape, ...]}``, see ``shapes.parse_shapes``) exports
     the varying dimensions as dynamic and lowers the whole graph with Core ML enumerated shapes.
     ``keep_float`` names modules (e.g. "features.3") the int8 recipe leaves in float; with none
-    named the bytes are unchanged.
+    named the bytes are unchanged. ExecuTorch's generic stages (``to_edge_transform_and_lower``,
+    ``to_executorch``) run inside ``lowerkit.pass_infra.accelerated_lowering()``, same bytes;
+    ``accelerate=False`` runs them stock.
 
     Holds the process-wide lowering lock: concurrent calls run one after the other.
     """
@@ -155,8 +158,9 @@ def lower_to_coreml(
         raise CoreMLLoweringError("calibration is empty; pass at least one input tuple (or None)")
     with lowering_lock():
         return _lower(
-            model_or_exported_program, inputs, chosen, options, samples, progress or _untimed, tuple(keep_float)
-        )
+            model_or_exported_program, inputs, chosen, options, samples, progress or _untimed, tuple(keep_float),
+            accelerated_lowering if accelerate else contextlib.nullcontext,
+        )  # fmt: skip
 
 
 def _lower(
@@ -167,6 +171,7 @@ def _lower(
     samples: list[tuple[Any, ...]],
     step: Progress,
     keep_float: tuple[str, ...] = (),
+    generic_stages: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> CoreMLLowering:
     warnings: list[str] = []
     if options.enumerated_shapes is not None and not isinstance(model, ExportedProgram):
@@ -175,7 +180,9 @@ def _lower(
     else:
         program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float)
     partitioner = CoreMLPartitioner(compile_specs=options, lower_full_graph=options.enumerated_shapes is not None)
-    with step("lower to Core ML"), capturing_models() as mlmodels, collecting_decisions() as decisions:
+    with (
+        step("lower to Core ML"), capturing_models() as mlmodels, collecting_decisions() as decisions, generic_stages()
+    ):
         edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
     if options.weight_compression is not None:
         unmatched = unmatched_rules(options.weight_compression, decisions)
@@ -183,7 +190,7 @@ def _lower(
             raise CoreMLOptionsError(
                 f"rule '{unmatched[0]}' selects no weight of the model; fix its match/regex/op_type or remove it."
             )
-    with step("serialize"):
+    with step("serialize"), generic_stages():
         pte = bytes(edge.to_executorch().buffer)
     lowered = edge.exported_program()
     payloads = graph_ops.delegate_payloads(lowered, BACKEND_ID)

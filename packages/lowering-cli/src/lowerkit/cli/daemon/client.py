@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from lowerkit.cli.daemon import fingerprint, wire
@@ -15,12 +16,13 @@ from lowerkit.cli.daemon import fingerprint, wire
 FORWARDED_COMMANDS = frozenset({"lower", "debug", "build", "demo"})
 
 
-def connect(timeout: float | None = 5.0) -> socket.socket | None:
-    """A connection to this process's daemon, or None when none listens."""
-    folder = fingerprint.daemon_dir()
-    if not folder.is_dir() or not any(folder.glob("*.sock")):
-        return None  # the common case costs one stat, not a fingerprint
-    path = fingerprint.socket_path()
+def connect(timeout: float | None = 5.0, path: Path | None = None) -> socket.socket | None:
+    """A connection to this process's daemon (or the one at `path`), or None when none listens."""
+    if path is None:
+        folder = fingerprint.daemon_dir()
+        if not folder.is_dir() or not any(folder.glob("*.sock")):
+            return None  # the common case costs one stat, not a fingerprint
+        path = fingerprint.socket_path()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -31,9 +33,9 @@ def connect(timeout: float | None = 5.0) -> socket.socket | None:
     return sock
 
 
-def request(message: dict[str, Any]) -> dict[str, Any] | None:
-    """Send a control message (`status`, `stop`) to this process's daemon; its answer or None."""
-    sock = connect()
+def request(message: dict[str, Any], path: Path | None = None) -> dict[str, Any] | None:
+    """Send a control message (`status`, `stop`) to this process's daemon (or `path`'s); its answer or None."""
+    sock = connect(path=path)
     if sock is None:
         return None
     with sock:
@@ -42,6 +44,15 @@ def request(message: dict[str, Any]) -> dict[str, Any] | None:
             return wire.receive(sock)[0]
         except (OSError, wire.WireError):
             return None
+
+
+def other_daemons() -> list[Path]:
+    """Sockets in the daemon folder other than this process's (daemons of other installs or settings)."""
+    folder = fingerprint.daemon_dir()
+    if not folder.is_dir():
+        return []
+    mine = fingerprint.socket_path()
+    return sorted(p for p in folder.glob("*.sock") if p != mine)
 
 
 def _encodings() -> list[str]:

@@ -62,10 +62,18 @@ def start_command(idle_timeout: float) -> None:
 
 
 @daemon_group.command("stop")
-def stop_command() -> None:
+@click.option("--all", "every", is_flag=True, help="Also stop daemons of other installs or settings (stale ones).")
+def stop_command(every: bool) -> None:
     """Stop this interpreter's daemon (running commands finish)."""
     answer = client.request({"control": "stop"})
     click.echo(f"lowerkit daemon {answer['stopping']} stopping" if answer else "no lowerkit daemon running")
+    if every:
+        for path in client.other_daemons():
+            other = client.request({"control": "stop"}, path=path)
+            if other is not None:
+                click.echo(f"lowerkit daemon {other['stopping']} ({path.name}) stopping")
+            else:
+                path.unlink(missing_ok=True)  # its process is gone: a socket file left behind
 
 
 @daemon_group.command("status")
@@ -73,9 +81,16 @@ def stop_command() -> None:
 def status_command(as_json: bool) -> None:
     """Show this interpreter's daemon, if one runs."""
     status = client.request({"control": "status"})
+    others = client.other_daemons()
     if as_json:
         click.echo(json.dumps(status, indent=1))
-    elif status is None:
+        return
+    if others:
+        click.echo(
+            f"{len(others)} other daemon socket(s) in {others[0].parent} (another install, edited sources or "
+            "import-time settings); 'lowerkit daemon stop --all' stops them"
+        )
+    if status is None:
         click.echo("no lowerkit daemon running for this interpreter and these packages")
     else:
         click.echo(
