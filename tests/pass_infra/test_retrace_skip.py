@@ -30,9 +30,16 @@ def _differences(stock: torch.export.ExportedProgram, fast: torch.export.Exporte
     return out
 
 
-def _decomposed(name: str) -> torch.export.ExportedProgram:
+def _model(name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    if name == "sequential":  # its forward's argument is named `input`, a Python builtin
+        return torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()), (torch.randn(1, 8),)
     model = zoo.get(name)
-    program = torch.export.export(model.module().eval(), model.example_inputs())
+    return model.module(), model.example_inputs()
+
+
+def _decomposed(name: str) -> torch.export.ExportedProgram:
+    module, inputs = _model(name)
+    program = torch.export.export(module.eval(), inputs)
     with RETRACE_SKIP.scope():
         assert needs_retrace(program, {}) == "not decomposed in this scope"
         once = program.run_decompositions({})  # real re-traces, remembered as decomposed
@@ -45,7 +52,7 @@ def _table_without_graph_ops(program: torch.export.ExportedProgram) -> dict[Any,
     return {op: fn for op, fn in _default_decomposition_table().items() if op not in ops}
 
 
-@pytest.mark.parametrize("name", ["conv_linear", "cnn9_layernorm"])
+@pytest.mark.parametrize("name", ["conv_linear", "cnn9_layernorm", "sequential"])
 def test_skipped_retrace_gives_what_the_retrace_gives(name: str) -> None:
     decomposed = _decomposed(name)
     for table in ({}, _table_without_graph_ops(decomposed)):

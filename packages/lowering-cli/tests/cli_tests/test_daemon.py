@@ -92,6 +92,25 @@ def test_a_forwarded_lowering_writes_the_bytes_of_an_in_process_one(daemon_env, 
     assert forwarded.read_bytes() == in_process.read_bytes()
 
 
+def test_a_model_module_on_the_clients_path_is_found(daemon_env, tmp_path):
+    """`package.module:factory` resolves on the client's sys.path, which the daemon did not have."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "user_model.py").write_text(
+        "import torch\n"
+        "def build():\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()), (torch.randn(1, 8),)\n"
+    )
+    env = {**daemon_env, "PYTHONPATH": daemon_env["PYTHONPATH"] + os.pathsep + str(models)}
+    output = tmp_path / "user.pte"
+    served = status(daemon_env)["served"]
+    process = client(env, tmp_path, "lower", "user_model:build", "-t", "tosa-fp", "-o", str(output), "--no-cache")
+    _out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert status(daemon_env)["served"] == served + 1
+    assert output.stat().st_size > 0
+
+
 def test_errors_come_back_with_their_exit_status_and_message(daemon_env, tmp_path):
     output = tmp_path / "never.pte"
     process = client(daemon_env, tmp_path, "lower", "zoo:no_such_model", "-t", "tosa-int", "-o", str(output))

@@ -591,7 +591,13 @@ def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export
 
     from torch.export.exported_program import _create_graph_module_for_export
 
-    graph_module = _create_graph_module_for_export(program.graph_module, copy.deepcopy(program.graph))
+    graph = copy.deepcopy(program.graph)
+    for source, copied in zip(program.graph.nodes, graph.nodes, strict=True):
+        # Graph copies rename nodes that shadow builtins (nn.Sequential's `input` -> `input_1`); a
+        # re-trace keeps the signature's names, so keep them too.
+        if copied.name != source.name:
+            copied.name = source.name
+    graph_module = _create_graph_module_for_export(program.graph_module, graph)
     return program._update(graph_module, copy.deepcopy(program.graph_signature))
 
 

@@ -82,6 +82,7 @@ def forward_if_running(argv: list[str]) -> int | None:
                     "argv": argv,
                     "cwd": os.getcwd(),
                     "env": dict(os.environ),
+                    "sys_path": list(sys.path),
                     "umask": _current_umask(),
                     "encodings": _encodings(),
                 },

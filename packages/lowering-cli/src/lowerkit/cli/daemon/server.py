@@ -158,6 +158,8 @@ def run_child(connection: socket.socket, request: dict[str, Any], fds: list[int]
     os.umask(int(request["umask"]))
     os.environ.clear()
     os.environ.update(request["env"])
+    sys.path[:] = request.get("sys_path") or sys.path  # `package.module:factory` models resolve as in the client
+    importlib.invalidate_caches()
     argv = [str(a) for a in request["argv"]]
     sys.argv = ["lowerkit", *argv]
     code = 1
