@@ -14,6 +14,8 @@ from lowerkit.cli.daemon import fingerprint, wire
 
 #: Commands worth forwarding: the ones that import torch. The rest start in well under a second.
 FORWARDED_COMMANDS = frozenset({"lower", "debug", "build", "demo"})
+#: Longest wait for a daemon to fork the command's worker; past it the command runs in-process.
+_HANDSHAKE_S = 30.0
 
 
 def connect(timeout: float | None = 5.0, path: Path | None = None) -> socket.socket | None:
@@ -71,7 +73,7 @@ def forward_if_running(argv: list[str]) -> int | None:
     if sock is None:
         return None
     with sock:
-        sock.settimeout(None)
+        sock.settimeout(_HANDSHAKE_S)
         try:
             with contextlib.suppress(AttributeError, ValueError, OSError):
                 sys.stdout.flush()
@@ -93,6 +95,7 @@ def forward_if_running(argv: list[str]) -> int | None:
             return None  # nothing ran yet: run in this process instead
         if "pid" not in started:
             return None
+        sock.settimeout(None)  # a lowering takes as long as it takes
         return _wait_for_exit(sock, int(started["pid"]))
 
 

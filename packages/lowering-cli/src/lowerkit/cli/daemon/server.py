@@ -3,8 +3,8 @@
     python -m lowerkit.cli.daemon.server --socket PATH --fingerprint HEX [--idle-timeout S]
 
 Started by `lowerkit daemon start`. The parent only imports, accepts and forks: it never runs a
-lowering, so no torch thread pool exists when it forks and every child starts from the same
-state. It exits, removing its socket, after `--idle-timeout` seconds without a command, or on
+torch op, so no intra-op thread pool is busy when it forks (as with DataLoader workers forked
+after `import torch`), and every child starts from the same state. It exits, removing its socket, after `--idle-timeout` seconds without a command, or on
 `lowerkit daemon stop` / SIGTERM.
 """
 
