@@ -21,6 +21,9 @@ import pytest
 
 from lowerkit.cli.daemon import fingerprint, wire
 
+#: `lowerkit ARGS` as the console script runs it (argv None: a real command line).
+_LOWERKIT = [sys.executable, "-c", "from lowerkit.cli.entry import run; run()"]
+
 #: A client process: runs the command line argv[2:] like the console script, then writes the
 #: names of its loaded modules to argv[1].
 _CLIENT = """
@@ -47,13 +50,13 @@ def daemon_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     }
     env.pop("LOWERKIT_NO_DAEMON", None)
     started = subprocess.run(
-        [sys.executable, "-m", "lowerkit.cli", "daemon", "start", "--idle-timeout", "600"],
+        [*_LOWERKIT, "daemon", "start", "--idle-timeout", "600"],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr + "".join(p.read_text() for p in folder.glob("*.log"))
     assert "lowerkit daemon ready" in started.stdout
     yield env
-    subprocess.run([sys.executable, "-m", "lowerkit.cli", "daemon", "stop"], env=env, timeout=60, check=False)
+    subprocess.run([*_LOWERKIT, "daemon", "stop"], env=env, timeout=60, check=False)
 
 
 def client(env: dict[str, str], folder: Path, *args: str, **popen: object) -> subprocess.Popen[str]:
@@ -66,7 +69,7 @@ def client(env: dict[str, str], folder: Path, *args: str, **popen: object) -> su
 
 def status(env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "lowerkit.cli", "daemon", "status", "--json"],
+        [*_LOWERKIT, "daemon", "status", "--json"],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     answer = json.loads(done.stdout)
@@ -182,11 +185,11 @@ def test_stop_all_clears_sockets_whose_daemon_is_gone(tmp_path):
         sock.bind(str(stale))  # a socket file nobody listens on, as a killed daemon leaves
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "LOWERKIT_DAEMON_DIR": str(folder)}
     shown = subprocess.run(
-        [sys.executable, "-m", "lowerkit.cli", "daemon", "status"], env=env, capture_output=True, text=True, timeout=60
+        [*_LOWERKIT, "daemon", "status"], env=env, capture_output=True, text=True, timeout=60
     )
     assert "1 other daemon socket(s)" in shown.stdout
     stopped = subprocess.run(
-        [sys.executable, "-m", "lowerkit.cli", "daemon", "stop", "--all"],
+        [*_LOWERKIT, "daemon", "stop", "--all"],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr

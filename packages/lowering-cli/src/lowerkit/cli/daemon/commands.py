@@ -10,7 +10,7 @@ import time
 
 import click
 
-from lowerkit.cli.daemon import client, fingerprint
+from lowerkit.cli.daemon import client, fingerprint, server
 from lowerkit.cli.errors import CliError, UsageError
 
 #: Longest `start` waits for the daemon's imports.
@@ -36,15 +36,19 @@ def start_command(idle_timeout: float) -> None:
         click.echo(f"lowerkit daemon already running (pid {running['pid']}, {running['served']} commands served)")
         return
     folder = fingerprint.private_daemon_dir()
-    digest = fingerprint.fingerprint()
+    lines = fingerprint.parts()
+    digest = fingerprint.fingerprint(lines)
     path = fingerprint.socket_path(digest)
     log = folder / f"{path.stem}.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    expected = folder / f"{path.stem}.fingerprint.json"  # for the daemon to name what differs
+    expected.write_text(json.dumps(lines, indent=0))
+    # Absolute: the daemon runs from / so that no folder of the caller's shadows a package.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path if p)}
     started = time.monotonic()
     with open(log, "ab") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "lowerkit.cli.daemon.server", "--socket", str(path),
-             "--fingerprint", digest, "--idle-timeout", str(idle_timeout)],
+            [sys.executable, "-m", server.__name__, "--socket", str(path),
+             "--fingerprint", str(expected), "--idle-timeout", str(idle_timeout)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd="/", start_new_session=True,
         )  # fmt: skip
     while (status := client.request({"control": "status"})) is None:

@@ -24,9 +24,9 @@ def _package_locations(name: str) -> list[Path]:
     spec = importlib.util.find_spec(name)
     if spec is None:
         return []
-    if spec.submodule_search_locations:
-        return [Path(p) for p in spec.submodule_search_locations]
-    return [Path(spec.origin)] if spec.origin else []
+    if spec.submodule_search_locations:  # a folder on sys.path twice is one location
+        return list(dict.fromkeys(Path(p).resolve() for p in spec.submodule_search_locations))
+    return [Path(spec.origin).resolve()] if spec.origin else []
 
 
 def _stamp(path: Path) -> str:
@@ -37,25 +37,24 @@ def _stamp(path: Path) -> str:
     return f"{path}:{status.st_size}:{status.st_mtime_ns}"
 
 
-def fingerprint() -> str:
-    """A hex digest that changes whenever a daemon's imports would differ from this process's."""
-    digest = hashlib.sha256()
-
-    def add(text: str) -> None:
-        digest.update(text.encode() + b"\0")
-
-    add(os.path.realpath(sys.executable))
-    add(sys.version)
+def parts() -> list[str]:
+    """What the fingerprint covers, one line each (what `fingerprint()` hashes)."""
+    lines = [os.path.realpath(sys.executable), sys.version]
     for name in PACKAGES:
         for location in _package_locations(name):
             init = location / "__init__.py" if location.is_dir() else location
-            add(f"{name}={_stamp(init)}")
+            lines.append(f"{name}={_stamp(init)}")
     for location in sorted(_package_locations("lowerkit")):
-        for source in sorted(location.rglob("*.py")):
-            add(_stamp(source))
-    for key in sorted(os.environ):
-        if key.startswith(IMPORT_TIME_ENV):
-            add(f"{key}={os.environ[key]}")
+        lines.extend(_stamp(source) for source in sorted(location.rglob("*.py")))
+    lines.extend(f"{key}={os.environ[key]}" for key in sorted(os.environ) if key.startswith(IMPORT_TIME_ENV))
+    return lines
+
+
+def fingerprint(lines: list[str] | None = None) -> str:
+    """A hex digest that changes whenever a daemon's imports would differ from this process's."""
+    digest = hashlib.sha256()
+    for line in parts() if lines is None else lines:
+        digest.update(line.encode() + b"\0")
     return digest.hexdigest()
 
 

@@ -1,6 +1,6 @@
 """The daemon: import the lowering stack once, then fork one child per forwarded command.
 
-    python -m lowerkit.cli.daemon.server --socket PATH --fingerprint HEX [--idle-timeout S]
+    python -m lowerkit.cli.daemon.server --socket PATH --fingerprint PARTS.json [--idle-timeout S]
 
 Started by `lowerkit daemon start`. The parent only imports, accepts and forks: it never runs a
 torch op, so no intra-op thread pool is busy when it forks (as with DataLoader workers forked
@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import importlib
 import io
+import json
 import os
 import signal
 import socket
@@ -195,20 +196,24 @@ def main(argv: list[str] | None = None) -> int:
     """Import, check the fingerprint, listen, serve."""
     parser = argparse.ArgumentParser(prog="lowerkit-daemon")
     parser.add_argument("--socket", type=Path, required=True)
-    parser.add_argument("--fingerprint", required=True)
+    parser.add_argument("--fingerprint", type=Path, required=True, help="JSON: the starter's fingerprint.parts()")
     parser.add_argument("--idle-timeout", type=float, default=1800.0)
     args = parser.parse_args(argv)
     started = time.monotonic()
     quiet_libraries()
-    digest = fingerprint.fingerprint()  # before the imports, which set variables of their own (KMP_*)
-    preload()
-    if digest != args.fingerprint:
+    lines = fingerprint.parts()  # before the imports, which set variables of their own (KMP_*)
+    expected = json.loads(args.fingerprint.read_text())
+    args.fingerprint.unlink(missing_ok=True)
+    if lines != expected:
+        differing = sorted(set(lines) ^ set(expected))
         print(
-            "lowerkit daemon: this interpreter imports different packages than the command that started it; "
-            "not serving",
+            "lowerkit daemon: this interpreter would import other packages or settings than the command that "
+            f"started it; not serving. Differences (theirs / ours): {differing[:10]}",
             file=sys.stderr,
         )
         return 3
+    digest = fingerprint.fingerprint(lines)
+    preload()
     args.socket.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(args.socket))
