@@ -67,6 +67,7 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         """What `lowerkit daemon status` shows."""
+        self._reap()
         return {
             "pid": os.getpid(),
             "fingerprint": self.digest,
