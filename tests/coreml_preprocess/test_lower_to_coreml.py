@@ -134,4 +134,5 @@ def test_accelerated_generic_stages_give_the_stock_bytes(name, recipe):
     accelerated = lower_to_coreml(module, inputs, recipe, calibration=calibration)
     stock = lower_to_coreml(module, inputs, recipe, calibration=calibration, accelerate=False)
     assert accelerated.pte == stock.pte
+    assert accelerated.program is not None and stock.program is not None
     assert str(accelerated.program.graph) == str(stock.program.graph)
