@@ -81,6 +81,7 @@ def summarize(runs: list[tuple[float, list[dict[str, Any]]]]) -> dict[str, Any]:
         "outcomes": dict(Counter(r["outcome"] for r in records)),
         "cases": {r["case"]: r["outcome"] for r in records},
         "lower_s_by_case": {r["case"]: r["lower_s"] for r in records},
+        "errors_by_case": {r["case"]: r["errors"] for r in records if r.get("errors")},
     }
 
 
