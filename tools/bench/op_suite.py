@@ -1,14 +1,19 @@
-"""Benchmark: ExecuTorch's own operator suite, stock Arm flows vs lowerkit's, side by side.
+"""Benchmark: ExecuTorch's own operator suite, stock Arm / Core ML flows vs lowerkit's, side by side.
 
 The suite ships in the executorch wheel (``executorch/backends/test/suite/operators``, pytest).
-`bench.op_suite_flows` adds lowerkit flows beside the stock ones without editing it. For each
-flow pair (``arm_tosa_int`` / ``lowerkit_arm_tosa_int``, ...) this runs the selected cases in
-fresh pytest processes, stock and lowerkit alternately, ``--repeat`` times, and prints per
-flow: process wall time (median), the suite's own lowering time summed over cases
-(``to_edge_transform_and_lower``, median over repeats) and quantize time, pass / fail / skip
-counts, and every case that passes stock but not lowerkit (or the reverse).
+`bench.op_suite_flows` adds lowerkit flows without editing it. For each flow pair
+(``arm_tosa_int`` / ``lowerkit_arm_tosa_int``, ``coreml`` / ``lowerkit_coreml``, ...) this runs
+the selected cases in fresh pytest processes, stock and lowerkit alternately, ``--repeat``
+times, and prints per flow: process wall time (median), the suite's own lowering time summed
+over cases (``to_edge_transform_and_lower``, median over repeats) and quantize time, pass /
+fail / skip counts, and every case that passes stock but not lowerkit (or the reverse).
 
-    python -m bench.op_suite [--flows arm_tosa_int,arm_tosa_fp] [-k EXPR] [--repeat 1] [--json out.json]
+The lowerkit Core ML processes get ``--lowerkit-coreml`` (lowerkit's Core ML backend cannot
+share a process with ExecuTorch's). Off macOS both Core ML sides stop after ``serialize``:
+a Core ML case passes when it quantizes (``coreml_static_int8``), lowers and serializes.
+
+    python -m bench.op_suite [--flows arm_tosa_int,arm_tosa_fp,coreml,coreml_static_int8] [-k EXPR]
+        [--repeat 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.op_suite_coreml import COREML_FLOWS
 from bench.op_suite_flows import MIRRORED
 
 STOCK_TO_LOWERKIT = {stock: lowerkit for lowerkit, stock in MIRRORED.items()}
@@ -50,6 +56,8 @@ def run_flow(flow: str, selection: str | None) -> tuple[float, list[dict[str, An
             f"--lowerkit-suite-json={record}",
             "-W", "ignore",
         ]
+        if flow in COREML_FLOWS:
+            command.append("--lowerkit-coreml")
         if selection:
             command += ["-k", selection]
         start = time.perf_counter()
@@ -58,7 +66,7 @@ def run_flow(flow: str, selection: str | None) -> tuple[float, list[dict[str, An
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         done = subprocess.run(command, capture_output=True, text=True, cwd=tmp, env=env)
         wall = time.perf_counter() - start
-        if not record.exists():
+        if not record.exists() or not json.loads(record.read_text()):
             raise SystemExit(f"{flow}: pytest wrote no records (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         return wall, json.loads(record.read_text())
 
@@ -73,6 +81,7 @@ def summarize(runs: list[tuple[float, list[dict[str, Any]]]]) -> dict[str, Any]:
         "outcomes": dict(Counter(r["outcome"] for r in records)),
         "cases": {r["case"]: r["outcome"] for r in records},
         "lower_s_by_case": {r["case"]: r["lower_s"] for r in records},
+        "errors_by_case": {r["case"]: r["errors"] for r in records if r.get("errors")},
     }
 
 
