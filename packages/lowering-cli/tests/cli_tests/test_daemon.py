@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from lowerkit.cli.daemon import client as daemon_client
 from lowerkit.cli.daemon import fingerprint, wire
 
 #: `lowerkit ARGS` as the console script runs it (argv None: a real command line).
@@ -175,6 +176,14 @@ def test_a_daemon_folder_others_can_write_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("LOWERKIT_DAEMON_DIR", str(folder))
     with pytest.raises(PermissionError, match="not private"):
         fingerprint.private_daemon_dir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as planted:  # where this client's daemon would be
+        planted.bind(str(fingerprint.socket_path()))
+        planted.listen(1)
+        assert daemon_client.connect() is None  # a client never hands its environment to a socket there
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    started = subprocess.run([*_LOWERKIT, "daemon", "start"], env=env, capture_output=True, text=True, timeout=60)
+    assert started.returncode == 1
+    assert started.stderr.startswith("lowerkit: error:") and "not private" in started.stderr
 
 
 def test_stop_all_clears_sockets_whose_daemon_is_gone(tmp_path):

@@ -24,6 +24,8 @@ def connect(timeout: float | None = 5.0, path: Path | None = None) -> socket.soc
         folder = fingerprint.daemon_dir()
         if not folder.is_dir() or not any(folder.glob("*.sock")):
             return None  # the common case costs one stat, not a fingerprint
+        if not fingerprint.is_private(folder):
+            return None  # a socket others could have placed: never hand it our environment
         path = fingerprint.socket_path()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)

@@ -35,7 +35,10 @@ def start_command(idle_timeout: float) -> None:
     if running is not None:
         click.echo(f"lowerkit daemon already running (pid {running['pid']}, {running['served']} commands served)")
         return
-    folder = fingerprint.private_daemon_dir()
+    try:
+        folder = fingerprint.private_daemon_dir()
+    except PermissionError as error:
+        raise CliError(str(error)) from None
     lines = fingerprint.parts()
     digest = fingerprint.fingerprint(lines)
     path = fingerprint.socket_path(digest)

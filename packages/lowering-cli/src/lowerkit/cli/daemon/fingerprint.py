@@ -67,12 +67,18 @@ def daemon_dir() -> Path:
     return Path(runtime) / "lowerkit" if runtime else Path(f"/tmp/lowerkit-{os.getuid()}")
 
 
+def is_private(folder: Path) -> bool:
+    """Whether `folder` is owned by this user and writable by no one else."""
+    status = folder.stat()
+    return status.st_uid == os.getuid() and not status.st_mode & 0o022
+
+
 def private_daemon_dir() -> Path:
     """`daemon_dir()`, created with mode 0700; refused if another user owns it or can write it."""
     folder = daemon_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    status = folder.stat()
-    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+    if not is_private(folder):
+        status = folder.stat()
         raise PermissionError(
             f"{folder} is not private to this user (owner uid {status.st_uid}, mode {oct(status.st_mode & 0o777)}); "
             "remove it or set LOWERKIT_DAEMON_DIR to a folder of your own"
