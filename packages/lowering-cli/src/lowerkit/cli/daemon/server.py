@@ -100,9 +100,7 @@ class Daemon:
                 continue
             with connection:
                 self._handle(connection)
-        for pid in self.children:  # children finish their commands; the parent does not wait
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+        # Running children finish their commands; the parent does not wait for them.
 
     def _handle(self, connection: socket.socket) -> None:
         connection.settimeout(10)
