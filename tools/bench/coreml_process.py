@@ -57,6 +57,8 @@ def stock_script(model_name: str, output: Path) -> None:
     entry = zoo.get(model_name)
     inputs = entry.example_inputs()
     program = torch.export.export(entry.module(), inputs)
+    # Written out, not taken from lowerkit.coreml_preprocess.quantize: this process holds
+    # ExecuTorch's Core ML backend, which lowerkit's Core ML package cannot share a process with.
     config = LinearQuantizerConfig.from_dict(
         {
             "global_config": {
