@@ -43,6 +43,13 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.export.exported_program:ExportedProgram.run_decompositions": ("c74cbc17d3874021", "pass-infra retrace_skip (what a re-trace changes)"),
     "torch.export.exported_program:ExportedProgram._update": ("596f8425ab63efe9", "pass-infra _upstream.copy_exported_program"),
     "torch.fx.experimental.proxy_tensor:PythonKeyTracer.create_node": ("d133105ae984ef0f", "pass-infra _upstream.record_eager_input_vals"),
+    "torch._export.utils:placeholder_naming_pass": ("7dce7db10a539998", "pass-infra local_decomposition.trace_names"),
+    "torch.fx.experimental.proxy_tensor:proxy_call": ("879bdf47594b028f", "pass-infra local_decomposition.trace_names (_upstream.trace_candidate_name)"),
+    "torch.fx.graph:_Namespace.create_name": ("7116b6050a366754", "pass-infra local_decomposition.trace_names"),
+    "torch._export.utils:_collect_param_buffer_metadata": ("4b574aa69372f1bd", "pass-infra local_decomposition.record_as_traced (weight placeholders)"),
+    "torch._export.utils:_populate_param_buffer_metadata_to_new_gm": ("89e75119b33fa818", "pass-infra local_decomposition.record_as_traced (weight placeholders)"),
+    "torch.export.exported_program:_decompose_and_get_gm_with_new_signature_constants": ("93ddd4ba4ed9f3fe", "pass-infra local_decomposition (what a re-trace records)"),
+    "torch.export.exported_program:_decompose_exported_program": ("1949ba42c1237735", "pass-infra local_decomposition._renamed_call_graph"),
 }
 
 

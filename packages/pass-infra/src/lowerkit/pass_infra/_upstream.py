@@ -619,3 +619,75 @@ def record_eager_input_vals(node: Node) -> None:
 def is_mutating(op: OpOverload) -> bool:
     """True when the operator's schema mutates an argument (in-place or out= variants)."""
     return bool(op._schema.is_mutable)
+
+
+def new_namespace() -> Any:
+    """An empty fx name space, as a new graph's (names handed out as ``Graph.create_node`` does)."""
+    return torch.fx.graph._Namespace()
+
+
+def trace_candidate_name(graph: torch.fx.Graph, target: Any) -> str:
+    """The name proxy_tensor's trace asks for a call to `target` (before de-duplication)."""
+    packet = target.overloadpacket if isinstance(target, OpOverload) else target
+    return graph._target_to_str(packet.__name__)
+
+
+def rename_without_collisions(
+    name_map: dict[str, str], find_available: Any, used: set[str], old: str, new: str, is_placeholder: bool = False
+) -> None:
+    """export's placeholder naming step for one node (``torch._export.utils._rename_without_collisions``)."""
+    from torch._export.utils import _rename_without_collisions
+
+    _rename_without_collisions(name_map, find_available, used, old, new, is_placeholder=is_placeholder)
+
+
+def rename_nodes(graph: torch.fx.Graph, names: dict[Node, str]) -> None:
+    """Give `graph`'s nodes `names` at once (swaps allowed) and a name space holding exactly those,
+    as a graph copy's has."""
+    for node, name in names.items():
+        node.name = name
+    namespace = new_namespace()
+    for node in graph.nodes:
+        namespace.create_name(node.name, node)
+    graph._graph_namespace = namespace
+
+
+def user_io_program(
+    module: torch.fx.GraphModule, inputs: list[Node], outputs: list[Node], verifiers: Any
+) -> torch.export.ExportedProgram:
+    """An ExportedProgram of `module` whose placeholders are all user inputs and whose outputs (a tuple) user outputs."""
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+    from torch.export.graph_signature import (
+        ExportGraphSignature,
+        InputKind,
+        InputSpec,
+        OutputKind,
+        OutputSpec,
+        TensorArgument,
+    )
+    from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+    in_spec = pytree.tree_flatten((tuple(range(len(inputs))), {}))[1]
+    out_spec = pytree.tree_flatten(tuple(range(len(outputs))))[1]
+    module.graph._codegen = _PyTreeCodeGen(_PyTreeInfo([node.name for node in inputs], in_spec, out_spec))
+    module.recompile()
+    signature = ExportGraphSignature(
+        input_specs=[InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None) for node in inputs],
+        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None) for node in outputs],
+    )
+    call = ModuleCallSignature(inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec)
+    return torch.export.ExportedProgram(
+        root=module,
+        graph=module.graph,
+        graph_signature=signature,
+        state_dict={},
+        range_constraints={},
+        module_call_graph=[ModuleCallEntry("", call)],
+        example_inputs=None,
+        verifiers=verifiers,
+    )
+
+
+def set_module_call_graph(program: torch.export.ExportedProgram, call_graph: Any) -> None:
+    """Replace `program`'s module call graph (it has no public setter)."""
+    program._module_call_graph = call_graph

@@ -26,11 +26,13 @@ import weakref
 from typing import Any
 
 from torch.export import ExportedProgram
+from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.local_decomposition import decompose_locally, record_as_traced
 from lowerkit.pass_infra.patching import Patch, Replacement
 
-__all__ = ["RETRACE_SKIP", "needs_retrace", "run_decompositions"]
+__all__ = ["RETRACE_SKIP", "needs_retrace", "retrace_plan", "run_decompositions"]
 
 #: Programs returned by a ``run_decompositions`` call while the patch was installed.
 _DECOMPOSED: weakref.WeakSet[ExportedProgram] = weakref.WeakSet()
@@ -38,58 +40,63 @@ _DECOMPOSED: weakref.WeakSet[ExportedProgram] = weakref.WeakSet()
 
 def needs_retrace(program: ExportedProgram, decomp_table: Any) -> str | None:
     """Why `program` must be re-traced for `decomp_table`, or None when the re-trace changes nothing."""
+    blocker, decomposing = retrace_plan(program, decomp_table)
+    if blocker is None and decomposing:
+        return f"{decomposing[0].target} decomposes"
+    return blocker
+
+
+def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | None, list[Node]]:
+    """(why `program` needs a whole re-trace for `decomp_table`, or None; the nodes the table decomposes)."""
     if decomp_table is None:
-        return "the default table"
+        return "the default table", []
     if program not in _DECOMPOSED:
-        return "not decomposed in this scope"
+        return "not decomposed in this scope", []
     signature = program.graph_signature
     if signature.buffers_to_mutate or signature.user_inputs_to_mutate or signature.input_tokens:
-        return "mutations or effect tokens"
+        return "mutations or effect tokens", []
     if program.range_constraints:
-        return "symbolic shapes"
+        return "symbolic shapes", []
     if any(True for _ in program.graph_module.named_children()):
-        return "nested graphs"
+        return "nested graphs", []
     table = set(decomp_table)
-    user_inputs = set(signature.user_inputs)
+    decomposing: list[Node] = []
     for node in program.graph.nodes:
-        if node.op == "placeholder":
-            if node.users and node.name not in user_inputs and "original_aten" not in node.meta:
-                # A re-trace gives a weight placeholder its first user's op (the first re-trace
-                # after torch.export does; later ones keep it).
-                return f"weight placeholder {node.name} lacks original_aten"
-            continue
-        if node.op == "output":
+        if node.op in ("placeholder", "output"):
             continue
         if node.op != "call_function":
-            return f"{node.op} node {node.name}"
+            return f"{node.op} node {node.name}", []
         target = node.target
         if target is operator.getitem:
-            return f"multi-output node {node.name} (a re-trace rebuilds getitem metadata)"
+            return f"multi-output node {node.name} (a re-trace rebuilds getitem metadata)", []
         if not isinstance(target, _upstream.OpOverload):
-            return f"{target} is not an operator"
-        if target in table:
-            return f"{target} decomposes"
+            return f"{target} is not an operator", []
         if _upstream.is_mutating(target):
-            return f"{target} mutates"
+            return f"{target} mutates", []
         if not node.users:
-            return f"dead node {node.name}"
+            return f"dead node {node.name}", []
         if "original_aten" not in node.meta:
-            return f"{node.name} lacks original_aten"
-    return None
+            return f"{node.name} lacks original_aten", []
+        if target in table:
+            decomposing.append(node)
+    return None, decomposing
 
 
 def run_decompositions(
     self: ExportedProgram, decomp_table: Any = None, decompose_custom_triton_ops: bool = False
 ) -> ExportedProgram:
-    """``ExportedProgram.run_decompositions``, skipping the re-trace when `needs_retrace` says it changes nothing."""
-    if not decompose_custom_triton_ops and needs_retrace(self, decomp_table) is None:
+    """``ExportedProgram.run_decompositions`` without the whole re-trace where `retrace_plan` allows:
+    a copy when nothing decomposes, `decompose_locally` when some nodes do."""
+    result: ExportedProgram | None = None
+    blocker, decomposing = (
+        ("custom triton ops", []) if decompose_custom_triton_ops else retrace_plan(self, decomp_table)
+    )
+    if blocker is None and not decomposing:
         result = _upstream.copy_exported_program(self)
-        for node in result.graph.nodes:
-            if node.op == "call_function":
-                node.meta["original_aten"] = node.target  # what a trace records: nothing decomposes
-                if _upstream.needs_eager_input_vals(node.target):
-                    _upstream.record_eager_input_vals(node)
-    else:
+        record_as_traced(self, result)
+    elif blocker is None:
+        result = decompose_locally(self, decomp_table, decomposing)
+    if result is None:
         result = _upstream.STOCK_RUN_DECOMPOSITIONS(self, decomp_table, decompose_custom_triton_ops)
     _DECOMPOSED.add(result)
     return result

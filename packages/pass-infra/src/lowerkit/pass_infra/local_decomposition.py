@@ -1,0 +1,209 @@
+"""run_decompositions by re-tracing only the nodes that decompose.
+
+``to_edge_transform_and_lower``'s second ``run_decompositions`` call (the partitioner's table)
+re-traces the whole program through AOTAutograd to decompose a handful of nodes: for a 9-layer
+quantized CNN, 774 nodes re-traced (~2 s) to turn 9 ``conv2d`` into ``convolution``.
+
+`decompose_locally` gives the same program by running stock ``run_decompositions`` on a small
+program holding only the nodes that decompose (their inputs become its user inputs) and splicing
+its nodes back in place. Everything else is what a whole re-trace would record:
+
+- node names: the trace names call nodes by operator (``convolution``, ``convolution_1``, ...)
+  in graph order, then export's placeholder naming resolves clashes with input names; both are
+  replayed with torch's own namer (`trace_names`). The replay must reproduce the input
+  program's own names first, or the program is re-traced the stock way;
+- ``original_aten`` is each unchanged node's own operator (nothing decomposes it); the spliced
+  nodes carry what the small trace recorded; weight placeholders take the copied fields of
+  their users (torch's ``_collect_param_buffer_metadata``), ``eager_input_vals`` as a trace
+  records them for stride-sensitive operators;
+- the signature's output names and the module call graph follow renamed nodes.
+
+It applies to the same programs as `retrace_skip` (functional inference IR returned by a
+``run_decompositions`` call in this scope, no mutation, symbolic shape, nested graph, getitem or
+dead node) whose decomposing nodes read only tensors and decompose into single-output ops
+(a trace names a ``getitem`` for every output of a multi-output op and drops the unused ones). As there, ``from_node`` provenance chains
+lack the whole re-trace's layers; their roots, from which ExecuTorch derives debug handles, are
+the same. Tests compare the result with stock's on the zoo; the Arm and XNNPACK sameness tests
+compare lowered programs and ``.pte`` bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from collections import defaultdict
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+from torch.fx import Graph, GraphModule, Node
+
+from lowerkit.pass_infra import _upstream
+
+__all__ = ["decompose_locally", "record_as_traced", "trace_names"]
+
+_WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
+    """The names a whole re-trace of `program` gives `graph`'s nodes (placeholders keep theirs)."""
+    trace_namespace = _upstream.new_namespace()
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    for index in range(len(placeholders)):
+        trace_namespace.create_name(f"arg{index}_1", None)
+    traced: dict[Node, str] = {}
+    for node in graph.nodes:
+        if node.op == "call_function":
+            traced[node] = trace_namespace.create_name(_upstream.trace_candidate_name(graph, node.target), None)
+        elif node.op == "output":
+            traced[node] = trace_namespace.create_name("output", None)
+    # export's placeholder naming pass: input names first, then call nodes renamed off them.
+    name_map: dict[str, str] = {}
+    find_available: defaultdict[str, int] = defaultdict(int)
+    used: set[str] = set()
+    specs = program.graph_signature.input_specs
+    ordered = [s for s in specs if s.kind == InputKind.USER_INPUT] + [s for s in specs if s.kind != InputKind.USER_INPUT]
+    for spec in ordered:
+        _upstream.rename_without_collisions(name_map, find_available, used, spec.arg.name, spec.arg.name, is_placeholder=True)
+    names = {node: name_map.get(node.name, node.name) for node in placeholders}
+    for node, name in traced.items():
+        _upstream.rename_without_collisions(name_map, find_available, used, name, name)
+        names[node] = name_map[name]
+    return names
+
+
+def decompose_locally(
+    program: ExportedProgram, decomp_table: dict[Any, Any], decomposing: list[Node]
+) -> ExportedProgram | None:
+    """``program.run_decompositions(decomp_table)``, re-tracing only `decomposing`; None when it cannot."""
+    if any(not isinstance(arg.meta.get("val"), _upstream.FakeTensor) for n in decomposing for arg in n.all_input_nodes):
+        return None
+    if any(name != node.name for node, name in trace_names(program, program.graph).items()):
+        return None  # not named the way a trace names it: re-trace the stock way
+    small, outside = _small_program(program, decomposing)
+    decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
+    if any(node.target is operator.getitem for node in decomposed.graph.nodes):
+        # A trace names a getitem for every output of a multi-output op and drops the unused
+        # ones: names this splice cannot give.
+        return None
+    result = _upstream.copy_exported_program(program)
+    by_name = {node.name: node for node in result.graph.nodes}
+    spliced, replaced = _splice(
+        result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
+    )
+    if any(not node.users for node in result.graph.nodes if node.op == "call_function"):
+        return None  # a decomposition left a node unused: the stock trace decides what stays
+    record_as_traced(program, result, spliced)
+    old_names = {node: node.name for node in result.graph.nodes}
+    _upstream.rename_nodes(result.graph, trace_names(result, result.graph))
+    result.graph_module.recompile()
+    renamed = {old: node.name for node, old in old_names.items()}
+    renamed.update({old: node.name for old, node in replaced.items()})
+    for spec in result.graph_signature.output_specs:
+        spec.arg.name = renamed.get(spec.arg.name, spec.arg.name)
+    _upstream.set_module_call_graph(result, _renamed_call_graph(program, renamed))
+    return result
+
+
+def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[ExportedProgram, list[Node]]:
+    """The decomposing nodes alone, their outside inputs as user inputs, every one an output."""
+    graph = Graph()
+    env: dict[Node, Node] = {}
+    outside: list[Node] = []
+    inside = set(decomposing)
+    for node in decomposing:
+        for arg in node.all_input_nodes:
+            if arg not in inside and arg not in env:
+                placeholder = graph.placeholder(f"input_{len(outside)}")
+                placeholder.meta = {key: arg.meta[key] for key in ("val", "tensor_meta") if key in arg.meta}
+                env[arg] = placeholder
+                outside.append(arg)
+    for node in decomposing:
+        env[node] = graph.node_copy(node, lambda arg: env[arg])
+    graph.output(tuple(env[node] for node in decomposing))
+    module = GraphModule(torch.nn.Module(), graph)
+    inputs = [env[arg] for arg in outside]
+    return _upstream.user_io_program(module, inputs, [env[n] for n in decomposing], program.verifiers), outside
+
+
+def _splice(
+    graph: Graph, decomposed: ExportedProgram, outside: list[Node], targets: list[Node]
+) -> tuple[set[Node], dict[str, Node]]:
+    """Put `decomposed`'s nodes in place of `targets`: (the nodes put in, old name -> what replaced it).
+
+    `decomposed`'s placeholders stand for `outside` and its outputs for `targets`, in order. Its
+    nodes go in its own order, each before the first target that needs it.
+    """
+    sources = [node for node in decomposed.graph.nodes if node.op == "placeholder"]
+    env: dict[Node, Node] = dict(zip(sources, outside, strict=True))
+    results = next(node for node in decomposed.graph.nodes if node.op == "output").args[0]
+    pending = [node for node in decomposed.graph.nodes if node.op == "call_function"]
+    spliced: set[Node] = set()
+    replaced: dict[str, Node] = {}
+    for target, result in zip(targets, results, strict=True):
+        needed = _ancestors(result)
+        with graph.inserting_before(target):
+            for node in [n for n in pending if n in needed]:
+                copied = graph.node_copy(node, lambda arg: env[arg])
+                copied.meta = dict(node.meta)
+                env[node] = copied
+                spliced.add(copied)
+                pending.remove(node)
+        target.replace_all_uses_with(env[result])
+        replaced[target.name] = env[result]
+    for target in reversed(targets):
+        graph.erase_node(target)
+    return spliced, replaced
+
+
+def _ancestors(node: Node) -> set[Node]:
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current not in seen:
+            seen.add(current)
+            stack.extend(current.all_input_nodes)
+    return seen
+
+
+def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: AbstractSet[Node] = frozenset()) -> None:
+    """Set on `result` (a copy of `source`, `spliced` nodes put in) the metadata a re-trace records.
+
+    Each call node not spliced in gets ``original_aten`` (its own operator: nothing decomposes it)
+    and, for stride-sensitive operators, ``eager_input_vals``; weight placeholders take their
+    users' copied fields in `source` (torch's ``_collect_param_buffer_metadata``), the last user's
+    winning, ``nn_module_stack`` and ``stack_trace`` aside.
+    """
+    for node in result.graph.nodes:
+        if node.op == "call_function" and node not in spliced:
+            node.meta["original_aten"] = node.target
+            if _upstream.needs_eager_input_vals(node.target):
+                _upstream.record_eager_input_vals(node)
+    weights = {spec.arg.name for spec in source.graph_signature.input_specs if spec.kind in _WEIGHTS}
+    collected: dict[str, dict[str, Any]] = {name: {} for name in weights}
+    for node in source.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for arg in node.all_input_nodes:
+            if arg.name in collected:
+                for field in _upstream.COPY_META_FIELDS:
+                    if field != "custom" and field in node.meta:
+                        collected[arg.name][field] = node.meta[field]
+    for node in result.graph.nodes:
+        if node.op == "placeholder" and node.name in collected:
+            for field, value in collected[node.name].items():
+                if field not in ("nn_module_stack", "stack_trace"):
+                    node.meta[field] = value
+
+
+def _renamed_call_graph(program: ExportedProgram, renamed: dict[str, str]) -> Any:
+    call_graph = copy.deepcopy(program.module_call_graph)
+    for entry in call_graph:
+        if entry.signature is not None:
+            for argument in [*entry.signature.inputs, *entry.signature.outputs]:
+                if hasattr(argument, "name"):
+                    argument.name = renamed.get(argument.name, argument.name)
+    return call_graph
