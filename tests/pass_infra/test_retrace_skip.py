@@ -1,7 +1,8 @@
-"""retrace_skip proven live: where it skips run_decompositions' re-trace, torch's own re-trace of the
-same program gives the same graph code, node names, metadata (provenance roots), signature and
-weights; where the re-trace would change something it is not skipped; the Arm lowering that
-takes the skip gives stock's .pte bytes (also held by tests/arm/test_sameness.py)."""
+"""retrace_skip and local_decomposition proven live: where run_decompositions does without its
+whole-program re-trace, torch's own re-trace of the same program gives the same graph code, node
+names, metadata (provenance roots), signature, module call graph and weights; where it cannot,
+the re-trace runs; the Arm lowering that does without all three re-traces gives stock's .pte
+bytes (also held by tests/arm/test_sameness.py)."""
 
 from __future__ import annotations
 
@@ -38,16 +39,53 @@ def _model(name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     return model.module(), model.example_inputs()
 
 
-def _decomposed(name: str, times: int = 2) -> torch.export.ExportedProgram:
-    """`name` exported and decomposed `times` times in scope: the first a real re-trace (it adds
-    the metadata a trace records), the second (if any) skipped."""
+def _exported(name: str) -> torch.export.ExportedProgram:
+    if name == "renamings":
+        return torch.export.export(_Renamings().eval(), (torch.randn(1, 3, 8, 8), torch.randn(1, 4, 8, 8)))
     module, inputs = _model(name)
-    program = torch.export.export(module.eval(), inputs)
+    return torch.export.export(module.eval(), inputs)
+
+
+def _decomposed(name: str, times: int = 1) -> torch.export.ExportedProgram:
+    """`name` exported and decomposed `times` times, by torch's own re-trace."""
+    program = _exported(name)
+    for _ in range(times):
+        program = _upstream.STOCK_RUN_DECOMPOSITIONS(program, {})
+    return program
+
+
+def _assert_same(stock: torch.export.ExportedProgram, fast: torch.export.ExportedProgram) -> None:
+    assert fast.graph_module.code == stock.graph_module.code
+    assert [n.name for n in fast.graph.nodes] == [n.name for n in stock.graph.nodes]
+    assert _differences(stock, fast) == []
+    assert str(fast.module_call_graph) == str(stock.module_call_graph)
+
+
+class _Renamings(torch.nn.Module):
+    """Names a local decomposition must shift: inputs named like ops, an aten.convolution already
+    in the graph before the conv2d that becomes one, a decomposed node as an output, a reshape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.second = torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, convolution: torch.Tensor, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        direct = torch.ops.aten.convolution.default(
+            convolution, self.first.weight, self.first.bias, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
+        )
+        return torch.relu(direct).reshape(1, -1), self.second(direct + view)
+
+
+@pytest.mark.parametrize("name", ["conv_linear", "cnn9_layernorm", "sequential", "renamings"])
+def test_first_decomposition_gives_what_the_retrace_gives(name: str) -> None:
+    """The first run_decompositions after torch.export (functionalize: reshapes become views, and
+    every node gains the metadata a trace records), re-tracing only the nodes that may change."""
+    program = _exported(name)
+    assert needs_retrace(program, {}) is None
     with RETRACE_SKIP.scope():
-        assert needs_retrace(program, {}) == "not decomposed in this scope"
-        for _ in range(times):
-            program = program.run_decompositions({})  # remembered as decomposed
-        return program
+        fast = program.run_decompositions({})
+    _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(program, {}), fast)
 
 
 def _table_without_graph_ops(program: torch.export.ExportedProgram) -> dict[Any, Any]:
@@ -57,17 +95,14 @@ def _table_without_graph_ops(program: torch.export.ExportedProgram) -> dict[Any,
 
 @pytest.mark.parametrize("times", [1, 2])
 @pytest.mark.parametrize("name", ["conv_linear", "cnn9_layernorm", "sequential"])
-def test_skipped_retrace_gives_what_the_retrace_gives(name: str, times: int) -> None:
+def test_a_retrace_with_nothing_to_decompose_gives_what_the_retrace_gives(name: str, times: int) -> None:
     decomposed = _decomposed(name, times)
     for table in ({}, _table_without_graph_ops(decomposed)):
         with RETRACE_SKIP.scope():
             assert needs_retrace(decomposed, table) is None
             fast = decomposed.run_decompositions(table)
-        stock = _upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table)
         assert fast is not decomposed and fast.graph_module is not decomposed.graph_module
-        assert fast.graph_module.code == stock.graph_module.code
-        assert [n.name for n in fast.graph.nodes] == [n.name for n in stock.graph.nodes]
-        assert _differences(stock, fast) == []
+        _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table), fast)
 
 
 def test_the_copy_is_independent_of_its_source() -> None:
@@ -82,14 +117,8 @@ def test_the_copy_is_independent_of_its_source() -> None:
     assert decomposed.graph_module.code == code != fast.graph_module.code
 
 
-def test_a_retrace_that_changes_something_is_not_skipped() -> None:
+def test_what_a_local_decomposition_cannot_take_is_re_traced() -> None:
     decomposed = _decomposed("cnn9_layernorm")
-    # The default table decomposes conv2d: a real re-trace, whose graph differs from the input's.
-    table = _default_decomposition_table()
-    assert needs_retrace(decomposed, table) == "aten.conv2d.default decomposes"
-    with RETRACE_SKIP.scope():
-        result = decomposed.run_decompositions(table)
-    assert result.graph_module.code != decomposed.graph_module.code
     assert needs_retrace(decomposed, None) == "the default table"
     # A mutating op, or a dead node, makes the re-trace do work (functionalize, eliminate).
     node = next(n for n in decomposed.graph.nodes if n.target == torch.ops.aten.relu.default)
@@ -103,8 +132,8 @@ def test_a_retrace_that_changes_something_is_not_skipped() -> None:
 
 def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """to_edge_transform_and_lower with Arm's partitioner inside accelerated_lowering() vs stock:
-    of its three run_decompositions, the first re-traces, the second decomposes conv2d locally,
-    the third is skipped; same lowered program, metadata and bytes."""
+    its three run_decompositions (reshapes to views, conv2d to convolution, nothing) all done
+    locally; same lowered program, metadata and bytes."""
     from executorch.exir import to_edge_transform_and_lower
 
     from lowerkit.arm_passes.devices import compile_spec_for, partitioner_for
@@ -116,16 +145,11 @@ def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytes
     converted = _convert(torch.export.export(model.module().eval(), inputs), inputs, spec, None, stock=True)
     program = torch.export.export(converted, inputs)
     taken: list[str] = []
-    plan, local = retrace_skip.retrace_plan, retrace_skip.decompose_locally
-
-    def counting_plan(program: Any, table: Any) -> tuple[str | None, list[Any]]:
-        blocker, decomposing = plan(program, table)
-        taken.append("re-trace" if blocker else "local" if decomposing else "skip")
-        return blocker, decomposing
+    local = retrace_skip.decompose_locally
 
     def counting_local(*args: Any) -> Any:
         result = local(*args)
-        taken.append("local done" if result is not None else "local refused")
+        taken.append("local" if result is not None else "refused")
         return result
 
     def lower() -> tuple[Any, bytes]:
@@ -133,61 +157,34 @@ def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytes
         return edge.exported_program(), bytes(edge.to_executorch().buffer)
 
     stock, stock_pte = lower()
-    monkeypatch.setattr(retrace_skip, "retrace_plan", counting_plan)
     monkeypatch.setattr(retrace_skip, "decompose_locally", counting_local)
     with accelerated_lowering():
         fast, fast_pte = lower()
-    assert taken == ["re-trace", "local", "local done", "skip"]
+    assert taken == ["local", "local", "local"]
     assert fast.graph_module.code == stock.graph_module.code
     assert _meta_mismatches(stock.graph_module, fast.graph_module) == []
     assert fast_pte == stock_pte
-
-
-class _Renamings(torch.nn.Module):
-    """Names a local decomposition must shift: an input named like an op, an aten.convolution
-    already in the graph before the conv2d that becomes one, a decomposed node as an output."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = torch.nn.Conv2d(3, 4, 3, padding=1)
-        self.second = torch.nn.Conv2d(4, 4, 1)
-
-    def forward(self, convolution: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        direct = torch.ops.aten.convolution.default(
-            convolution, self.first.weight, self.first.bias, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
-        )
-        return torch.relu(direct), self.second(direct)
 
 
 @pytest.mark.parametrize("name", ["conv_linear", "sequential", "renamings"])
 def test_local_decomposition_gives_what_the_retrace_gives(name: str) -> None:
     """Where some nodes decompose (conv2d, and linear in `sequential`), the local decomposition
     equals torch's whole re-trace (the quantized Arm lowering: the test above)."""
-    if name == "renamings":
-        program = torch.export.export(_Renamings().eval(), (torch.randn(1, 3, 8, 8),))
-        with RETRACE_SKIP.scope():
-            decomposed = program.run_decompositions({})
-    else:
-        decomposed = _decomposed(name, times=1)
+    decomposed = _decomposed(name)
     table = _default_decomposition_table()
     if name != "sequential":
         table.pop(torch.ops.aten.linear.default, None)
     blocker, decomposing = retrace_plan(decomposed, table)
     assert blocker is None and decomposing, (blocker, decomposing)
-    stock = _upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table)
     fast = decompose_locally(decomposed, table, decomposing)
     assert fast is not None
-    assert fast.graph_module.code == stock.graph_module.code
-    assert [n.name for n in fast.graph.nodes] == [n.name for n in stock.graph.nodes]
-    assert _differences(stock, fast) == []
-    assert str(fast.module_call_graph) == str(stock.module_call_graph)
-    assert list(decomposed.graph.nodes)[-1].args != list(fast.graph.nodes)[-1].args or name != "renamings"
+    _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table), fast)
 
 
 def test_local_decomposition_refuses_multi_output_results() -> None:
     """layer_norm decomposes into native_layer_norm and a getitem: a trace names a getitem for
     each of its three outputs, so the whole re-trace runs (and run_decompositions still equals it)."""
-    decomposed = _decomposed("cnn9_layernorm", times=1)
+    decomposed = _decomposed("cnn9_layernorm")
     table = _default_decomposition_table()
     _, decomposing = retrace_plan(decomposed, table)
     assert torch.ops.aten.layer_norm.default in {n.target for n in decomposing}
@@ -198,7 +195,7 @@ def test_local_decomposition_refuses_multi_output_results() -> None:
 
 
 def test_local_decomposition_refuses_a_program_not_named_as_a_trace_names_it() -> None:
-    decomposed = _decomposed("conv_linear", times=1)
+    decomposed = _decomposed("conv_linear")
     table = _default_decomposition_table()
     _, decomposing = retrace_plan(decomposed, table)
     assert trace_names(decomposed, decomposed.graph)[decomposing[0]] == decomposing[0].name

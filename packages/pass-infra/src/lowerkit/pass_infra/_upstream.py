@@ -49,6 +49,7 @@ __all__ = [
     "OpOverloadPacket",
     "ProxyValue",
     "StockInterpreter",
+    "aot_input_descriptor",
     "append_call_node",
     "bypass_entry_type",
     "cache_key_func",
@@ -57,7 +58,10 @@ __all__ = [
     "copy_exported_program",
     "create_node_hooks_of",
     "current_meta",
+    "current_seq_nr",
+    "decomposes_by_itself",
     "direct_copy_possible",
+    "eager_input_vals",
     "extract_symbolic_snapshot",
     "fake_cache",
     "fake_cache_module",
@@ -69,16 +73,20 @@ __all__ = [
     "is_operator",
     "lazy_call_submodule",
     "library_utils",
+    "module_node_source",
     "needs_eager_input_vals",
+    "new_namespace",
     "overrides_set_current_node",
     "plain_py_impl",
     "py_impl_owner",
     "pytree",
     "qualified_op_name",
-    "record_eager_input_vals",
     "register_scope",
+    "rename_nodes",
+    "rename_without_collisions",
     "replay_run_node",
     "replay_state_snapshot",
+    "set_module_call_graph",
     "shared_current_meta",
     "shared_node_source",
     "stock_capture_snapshots",
@@ -91,6 +99,9 @@ __all__ = [
     "stock_validate_cache_key",
     "stock_validate_snapshots",
     "target_to_str",
+    "tensor_metadata",
+    "trace_candidate_name",
+    "user_io_program",
     "validate_symbolic_snapshots",
     "xnnpack_pattern_passes",
 ]
@@ -601,21 +612,6 @@ def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export
     return program._update(graph_module, copy.deepcopy(program.graph_signature))
 
 
-def record_eager_input_vals(node: Node) -> None:
-    """Set ``node.meta["eager_input_vals"]`` as proxy_tensor's trace does (its key placed before ``val``)."""
-
-    def value_of(arg: Any) -> Any:
-        if not isinstance(arg, Node) or not isinstance(arg.meta.get("val"), FakeTensor):
-            return None
-        return _proxy_tensor.extract_val(arg.meta["val"])
-
-    recorded = torch.fx.node.map_aggregate((node.args, node.kwargs), value_of)
-    meta = {k: v for k, v in node.meta.items() if k != "eager_input_vals"}
-    keys = list(meta)
-    at = keys.index("val") if "val" in keys else len(keys)
-    node.meta = {**dict(list(meta.items())[:at]), "eager_input_vals": recorded, **dict(list(meta.items())[at:])}
-
-
 def is_mutating(op: OpOverload) -> bool:
     """True when the operator's schema mutates an argument (in-place or out= variants)."""
     return bool(op._schema.is_mutable)
@@ -691,3 +687,54 @@ def user_io_program(
 def set_module_call_graph(program: torch.export.ExportedProgram, call_graph: Any) -> None:
     """Replace `program`'s module call graph (it has no public setter)."""
     program._module_call_graph = call_graph
+
+
+def current_seq_nr() -> int:
+    """The ``seq_nr`` proxy_tensor's tracer gives a forward node now (``torch.fx.proxy._get_seq_nr``)."""
+    return int(torch.autograd._get_sequence_nr()) - 1
+
+
+def tensor_metadata(value: Any) -> Any:
+    """``meta["tensor_meta"]`` of a node whose ``meta["val"]`` is `value`, as a trace records it."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+    return _extract_tensor_metadata(value)
+
+
+def eager_input_vals(node: Node) -> Any:
+    """``meta["eager_input_vals"]`` as proxy_tensor's tracer records it for `node`."""
+
+    def value_of(arg: Any) -> Any:
+        if not isinstance(arg, Node) or not isinstance(arg.meta.get("val"), FakeTensor):
+            return None
+        return _proxy_tensor.extract_val(arg.meta["val"])
+
+    return torch.fx.node.map_aggregate((node.args, node.kwargs), value_of)
+
+
+def aot_input_descriptor(kind: Any, target: str | None, user_index: int) -> Any:
+    """The AOT input descriptor a trace gives a placeholder (``meta["desc"]``)."""
+    from torch._functorch._aot_autograd.descriptors import (
+        BufferAOTInput,
+        ParamAOTInput,
+        PlainAOTInput,
+    )
+    from torch.export.graph_signature import InputKind
+
+    if kind == InputKind.PARAMETER:
+        return ParamAOTInput(target)
+    if kind == InputKind.BUFFER:
+        return BufferAOTInput(target)
+    return PlainAOTInput(user_index)
+
+
+def module_node_source(node: Node) -> NodeSource:
+    """The provenance a re-trace's output node traces back to: `node` as ``ExportedProgram.module()`` made it."""
+    return NodeSource(node, "ExportedProgram.module()", NodeSourceAction.CREATE)
+
+
+def decomposes_by_itself(op: OpOverload) -> bool:
+    """True when a trace may record something else for `op` whatever the table: it has a
+    CompositeImplicitAutograd kernel, or returns a view (functionalization's business)."""
+    has_cia = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    return bool(has_cia) or any(ret.alias_info is not None for ret in op._schema.returns)

@@ -42,9 +42,11 @@ from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
 
-__all__ = ["decompose_locally", "record_as_traced", "trace_names"]
+__all__ = ["decompose_locally", "emulation_blocker", "record_as_traced", "trace_names"]
 
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+#: Inputs whose AOT descriptor a first trace gives, and this module can.
+_TRACED_WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
 
 
 def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
@@ -78,21 +80,26 @@ def decompose_locally(
     program: ExportedProgram, decomp_table: dict[Any, Any], decomposing: list[Node]
 ) -> ExportedProgram | None:
     """``program.run_decompositions(decomp_table)``, re-tracing only `decomposing`; None when it cannot."""
+    if emulation_blocker(program) is not None:
+        return None
     if any(not isinstance(arg.meta.get("val"), _upstream.FakeTensor) for n in decomposing for arg in n.all_input_nodes):
         return None
     if any(name != node.name for node, name in trace_names(program, program.graph).items()):
         return None  # not named the way a trace names it: re-trace the stock way
-    small, outside = _small_program(program, decomposing)
-    decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
-    if any(node.target is operator.getitem for node in decomposed.graph.nodes):
-        # A trace names a getitem for every output of a multi-output op and drops the unused
-        # ones: names this splice cannot give.
-        return None
     result = _upstream.copy_exported_program(program)
-    by_name = {node.name: node for node in result.graph.nodes}
-    spliced, replaced = _splice(
-        result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
-    )
+    spliced: set[Node] = set()
+    replaced: dict[str, Node] = {}
+    if decomposing:
+        small, outside = _small_program(program, decomposing)
+        decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
+        if any(node.target is operator.getitem for node in decomposed.graph.nodes):
+            # A trace names a getitem for every output of a multi-output op and drops the unused
+            # ones: names this splice cannot give.
+            return None
+        by_name = {node.name: node for node in result.graph.nodes}
+        spliced, replaced = _splice(
+            result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
+        )
     if any(not node.users for node in result.graph.nodes if node.op == "call_function"):
         return None  # a decomposition left a node unused: the stock trace decides what stays
     record_as_traced(program, result, spliced)
@@ -169,34 +176,87 @@ def _ancestors(node: Node) -> set[Node]:
     return seen
 
 
-def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: AbstractSet[Node] = frozenset()) -> None:
-    """Set on `result` (a copy of `source`, `spliced` nodes put in) the metadata a re-trace records.
+def emulation_blocker(program: ExportedProgram) -> str | None:
+    """Why `record_as_traced` cannot give `program` what a re-trace records, or None."""
+    kinds = {spec.kind for spec in program.graph_signature.input_specs}
+    first_trace = any("desc" not in node.meta for node in program.graph.nodes if node.op == "placeholder")
+    if first_trace and not kinds <= {InputKind.USER_INPUT, *_TRACED_WEIGHTS}:
+        return "constants, custom objects or tokens in a program not traced yet"
+    for node in program.graph.nodes:
+        if not isinstance(node.meta.get("val"), _upstream.FakeTensor) and node.op != "output":
+            return f"{node.name} has no FakeTensor value"
+        if node.meta.get("autograd_backward") or node.meta.get("in_grad_fn"):
+            return f"{node.name} is a backward node"
+    return None
 
-    Each call node not spliced in gets ``original_aten`` (its own operator: nothing decomposes it)
-    and, for stride-sensitive operators, ``eager_input_vals``; weight placeholders take their
-    users' copied fields in `source` (torch's ``_collect_param_buffer_metadata``), the last user's
-    winning, ``nn_module_stack`` and ``stack_trace`` aside.
+
+def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: AbstractSet[Node] = frozenset()) -> None:
+    """Give `result` (a copy of `source`, `spliced` nodes put in) the metadata a re-trace records.
+
+    A call node not spliced in gets what proxy_tensor's tracer gives a node (``stack_trace``, the
+    fields torch copies from the current node, its own operator as ``original_aten``, ``seq_nr``,
+    ``eager_input_vals`` for stride-sensitive operators, ``val``, ``tensor_meta``), other keys
+    dropped; placeholders get ``tensor_meta`` and their AOT input descriptor, and weights their
+    users' copied fields in `source` (torch's ``_collect_param_buffer_metadata``, the last user's
+    winning, ``nn_module_stack`` and ``stack_trace`` aside); the output node its provenance.
     """
+    seq_nr = _upstream.current_seq_nr()
     for node in result.graph.nodes:
         if node.op == "call_function" and node not in spliced:
-            node.meta["original_aten"] = node.target
-            if _upstream.needs_eager_input_vals(node.target):
-                _upstream.record_eager_input_vals(node)
-    weights = {spec.arg.name for spec in source.graph_signature.input_specs if spec.kind in _WEIGHTS}
-    collected: dict[str, dict[str, Any]] = {name: {} for name in weights}
+            node.meta = _call_meta(node, seq_nr)
+        elif node.op == "output" and "from_node" not in node.meta:
+            node.meta["from_node"] = [_upstream.module_node_source(node)]
+    specs = {spec.arg.name: spec for spec in source.graph_signature.input_specs}
+    users: dict[str, dict[str, Any]] = {name: {} for name, spec in specs.items() if spec.kind in _WEIGHTS}
     for node in source.graph.nodes:
-        if node.op != "call_function":
-            continue
-        for arg in node.all_input_nodes:
-            if arg.name in collected:
-                for field in _upstream.COPY_META_FIELDS:
-                    if field != "custom" and field in node.meta:
-                        collected[arg.name][field] = node.meta[field]
+        if node.op == "call_function":
+            # The user as ExportedProgram.module() gives it: with provenance, whatever it had.
+            fields = {**node.meta, "from_node": node.meta.get("from_node") or [_upstream.module_node_source(node)]}
+            for arg in node.all_input_nodes:
+                if arg.name in users:
+                    users[arg.name].update(
+                        (field, fields[field])
+                        for field in _upstream.COPY_META_FIELDS
+                        if field != "custom" and field in fields
+                    )
+    user_index = 0
     for node in result.graph.nodes:
-        if node.op == "placeholder" and node.name in collected:
-            for field, value in collected[node.name].items():
+        if node.op != "placeholder":
+            continue
+        spec, old = specs[node.name], node.meta
+        meta = {
+            "val": old["val"],
+            "tensor_meta": _upstream.tensor_metadata(old["val"]),
+            "desc": old.get("desc") or _upstream.aot_input_descriptor(spec.kind, spec.target, user_index),
+        }
+        if spec.kind == InputKind.USER_INPUT:
+            user_index += 1
+        elif node.name in users:
+            provenance = old.get("from_node") or [_upstream.module_node_source(node)]
+            for field, value in {**old, "from_node": provenance, **users[node.name]}.items():
                 if field not in ("nn_module_stack", "stack_trace"):
-                    node.meta[field] = value
+                    meta[field] = value
+        node.meta = meta
+
+
+def _call_meta(node: Node, seq_nr: int) -> dict[str, Any]:
+    old = node.meta
+    meta: dict[str, Any] = {}
+    if old.get("stack_trace"):
+        meta["stack_trace"] = old["stack_trace"]
+    for field in _upstream.COPY_META_FIELDS:
+        if field == "original_aten":
+            meta[field] = node.target  # nothing decomposes it: the operator the trace dispatched
+        elif field == "from_node":
+            meta[field] = copy.copy(old[field]) if field in old else [_upstream.module_node_source(node)]
+        elif field in old:
+            meta[field] = copy.copy(old[field])
+    meta["seq_nr"] = seq_nr
+    if _upstream.needs_eager_input_vals(node.target):
+        meta["eager_input_vals"] = _upstream.eager_input_vals(node)
+    meta["val"] = old["val"]
+    meta["tensor_meta"] = _upstream.tensor_metadata(old["val"])
+    return meta
 
 
 def _renamed_call_graph(program: ExportedProgram, renamed: dict[str, str]) -> Any:

@@ -1,57 +1,47 @@
-"""run_decompositions without the whole-program re-trace when the re-trace would change nothing.
+"""run_decompositions without the whole-program re-trace.
 
 ``to_edge_transform_and_lower`` calls ``ExportedProgram.run_decompositions`` three times for a
-partitioner that keeps ops from decomposing (Arm, XNNPACK, Core ML): functionalize, decompose,
-and once more after swapping the kept ops for placeholder ops; each call re-traces the whole
-program through AOTAutograd (~2 s for a 9-layer CNN). The last call often has nothing to do.
+partitioner that keeps ops from decomposing (Arm, XNNPACK, Core ML): functionalize, decompose the
+partitioner's table, and once more after swapping the kept ops for placeholder ops. Each call
+re-traces the whole program through AOTAutograd (~1.5-2 s for a 9-layer quantized CNN, 774
+nodes) to change a few nodes: 19 reshapes become views, then 9 conv2d become convolutions, then
+nothing.
 
-`needs_retrace` says when a program may skip it: it was returned by a ``run_decompositions``
-call in this scope (so it is functional, inference IR); it has no op the table decomposes, no
-mutating op, getitem, nested graph, dead node, input or buffer mutation, symbolic shape or
-effect token; and its nodes and weight placeholders already carry the ``original_aten`` a
-re-trace gives them. The result is then a copy of the program (its own graph and signature,
-the same weights) given what a trace records per node: ``original_aten`` (the node's op, as
-nothing decomposes) and, for stride-sensitive ops, ``eager_input_vals``. It has the graph code,
-node names and metadata of the re-trace, except that ``from_node`` provenance chains lack the
-re-trace's two layers; their roots, from which ExecuTorch derives debug handles, are the same
-(ExecuTorch's own skip of this call, for partitioners without placeholder ops, leaves the same
-chains). Tests compare both on the zoo; the Arm and XNNPACK sameness tests compare the lowered
-programs and ``.pte`` bytes with stock's.
+`retrace_plan` says which programs may do without: no mutating op, getitem, nested graph, dead
+node, input or buffer mutation, symbolic shape or effect token, every call an operator; and it
+lists the nodes a trace might record differently (the table's ops, CompositeImplicitAutograd ops,
+views). `local_decomposition.decompose_locally` re-traces those alone and gives the rest what a
+trace records; with none, the result is a copy so given. Graph code, node names, signature and
+metadata are the re-trace's, except that ``from_node`` provenance chains lack the re-trace's
+layers (their roots, from which ExecuTorch derives debug handles, are the same). Tests compare
+both on the zoo; the Arm and XNNPACK sameness tests compare lowered programs and ``.pte`` bytes.
 """
 
 from __future__ import annotations
 
 import operator
-import weakref
 from typing import Any
 
 from torch.export import ExportedProgram
 from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.local_decomposition import decompose_locally, record_as_traced
+from lowerkit.pass_infra.local_decomposition import decompose_locally, emulation_blocker
 from lowerkit.pass_infra.patching import Patch, Replacement
 
 __all__ = ["RETRACE_SKIP", "needs_retrace", "retrace_plan", "run_decompositions"]
 
-#: Programs returned by a ``run_decompositions`` call while the patch was installed.
-_DECOMPOSED: weakref.WeakSet[ExportedProgram] = weakref.WeakSet()
-
 
 def needs_retrace(program: ExportedProgram, decomp_table: Any) -> str | None:
-    """Why `program` must be re-traced for `decomp_table`, or None when the re-trace changes nothing."""
-    blocker, decomposing = retrace_plan(program, decomp_table)
-    if blocker is None and decomposing:
-        return f"{decomposing[0].target} decomposes"
-    return blocker
+    """Why ``program.run_decompositions(decomp_table)`` must re-trace the whole program, or None."""
+    blocker, _ = retrace_plan(program, decomp_table)
+    return blocker or emulation_blocker(program)
 
 
 def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | None, list[Node]]:
-    """(why `program` needs a whole re-trace for `decomp_table`, or None; the nodes the table decomposes)."""
+    """(why `program` needs a whole re-trace for `decomp_table`, or None; the nodes to re-trace alone)."""
     if decomp_table is None:
         return "the default table", []
-    if program not in _DECOMPOSED:
-        return "not decomposed in this scope", []
     signature = program.graph_signature
     if signature.buffers_to_mutate or signature.user_inputs_to_mutate or signature.input_tokens:
         return "mutations or effect tokens", []
@@ -75,9 +65,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             return f"{target} mutates", []
         if not node.users:
             return f"dead node {node.name}", []
-        if "original_aten" not in node.meta:
-            return f"{node.name} lacks original_aten", []
-        if target in table:
+        if target in table or _upstream.decomposes_by_itself(target):
             decomposing.append(node)
     return None, decomposing
 
@@ -85,20 +73,14 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
 def run_decompositions(
     self: ExportedProgram, decomp_table: Any = None, decompose_custom_triton_ops: bool = False
 ) -> ExportedProgram:
-    """``ExportedProgram.run_decompositions`` without the whole re-trace where `retrace_plan` allows:
-    a copy when nothing decomposes, `decompose_locally` when some nodes do."""
+    """``ExportedProgram.run_decompositions``, re-tracing only what `retrace_plan` lists where it can."""
     result: ExportedProgram | None = None
-    blocker, decomposing = (
-        ("custom triton ops", []) if decompose_custom_triton_ops else retrace_plan(self, decomp_table)
-    )
-    if blocker is None and not decomposing:
-        result = _upstream.copy_exported_program(self)
-        record_as_traced(self, result)
-    elif blocker is None:
-        result = decompose_locally(self, decomp_table, decomposing)
+    if not decompose_custom_triton_ops:
+        blocker, decomposing = retrace_plan(self, decomp_table)
+        if blocker is None:
+            result = decompose_locally(self, decomp_table, decomposing)
     if result is None:
         result = _upstream.STOCK_RUN_DECOMPOSITIONS(self, decomp_table, decompose_custom_triton_ops)
-    _DECOMPOSED.add(result)
     return result
 
 
