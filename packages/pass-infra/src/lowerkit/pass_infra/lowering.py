@@ -29,8 +29,10 @@ def accelerated_lowering() -> Iterator[None]:
     - backend pattern passes (XNNPACK's SDPA and bilinear-upsample fusions) skip building
       their pattern graphs when an op every pattern holds is absent from the graph;
     - ``run_decompositions`` scans the CompositeImplicitAutograd ops once per table, not once
-      per op namespace, and skips its whole-program re-trace when that would change nothing
-      (``retrace_skip``: e.g. the third call of ``to_edge_transform_and_lower`` for Arm);
+      per op namespace, and does without its whole-program re-trace where it can
+      (``retrace_skip``): only the nodes that may change are re-traced, and the rest get what a
+      trace records (``local_decomposition``; all three calls of ``to_edge_transform_and_lower``
+      for Arm and XNNPACK);
     - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
