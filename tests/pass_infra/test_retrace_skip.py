@@ -194,6 +194,23 @@ def test_local_decomposition_refuses_multi_output_results() -> None:
     assert fast.graph_module.code == _upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table).graph_module.code
 
 
+class _WithConstant(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.offset = torch.ones(4)  # neither parameter nor buffer: a lifted tensor constant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.offset).reshape(2, 2)
+
+
+def test_a_first_trace_with_lifted_constants_takes_the_stock_retrace() -> None:
+    program = torch.export.export(_WithConstant(), (torch.randn(4),))
+    assert needs_retrace(program, {}) == "constants, custom objects or tokens in a program not traced yet"
+    with RETRACE_SKIP.scope():
+        fast = program.run_decompositions({})
+    _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(program, {}), fast)
+
+
 def test_local_decomposition_refuses_a_program_not_named_as_a_trace_names_it() -> None:
     decomposed = _decomposed("conv_linear")
     table = _default_decomposition_table()

@@ -733,6 +733,7 @@ def module_node_source(node: Node) -> NodeSource:
     return NodeSource(node, "ExportedProgram.module()", NodeSourceAction.CREATE)
 
 
+@functools.cache
 def decomposes_by_itself(op: OpOverload) -> bool:
     """True when a trace may record something else for `op` whatever the table: it has a
     CompositeImplicitAutograd kernel, or returns a view (functionalization's business)."""

@@ -1,30 +1,32 @@
-"""run_decompositions by re-tracing only the nodes that decompose.
+"""run_decompositions by re-tracing only the nodes that may change.
 
-``to_edge_transform_and_lower``'s second ``run_decompositions`` call (the partitioner's table)
-re-traces the whole program through AOTAutograd to decompose a handful of nodes: for a 9-layer
-quantized CNN, 774 nodes re-traced (~2 s) to turn 9 ``conv2d`` into ``convolution``.
+``to_edge_transform_and_lower`` calls ``run_decompositions`` three times and each call re-traces
+the whole program through AOTAutograd, to change a few nodes: for a 9-layer quantized CNN, 774
+nodes re-traced (~1.5-2 s each) to turn 19 reshapes into views, then 9 conv2d into convolutions.
 
-`decompose_locally` gives the same program by running stock ``run_decompositions`` on a small
-program holding only the nodes that decompose (their inputs become its user inputs) and splicing
-its nodes back in place. Everything else is what a whole re-trace would record:
+`decompose_locally` gives the re-trace's program another way. The nodes a trace may record
+differently (`retrace_skip.retrace_plan` lists them: the table's ops, CompositeImplicitAutograd
+ops, views) go through torch's own ``run_decompositions`` as a small program holding only them
+(their inputs as its user inputs), and its nodes are spliced back in their place. Everything
+else gets what the whole re-trace would record:
 
-- node names: the trace names call nodes by operator (``convolution``, ``convolution_1``, ...)
-  in graph order, then export's placeholder naming resolves clashes with input names; both are
-  replayed with torch's own namer (`trace_names`). The replay must reproduce the input
-  program's own names first, or the program is re-traced the stock way;
-- ``original_aten`` is each unchanged node's own operator (nothing decomposes it); the spliced
-  nodes carry what the small trace recorded; weight placeholders take the copied fields of
-  their users (torch's ``_collect_param_buffer_metadata``), ``eager_input_vals`` as a trace
-  records them for stride-sensitive operators;
+- node names: the trace names call nodes by operator (``view``, ``view_1``, ...) in graph order,
+  then export's placeholder naming resolves clashes with input names; both are replayed with
+  torch's own namer (`trace_names`), which must first reproduce the input program's own names
+  (if not, the stock re-trace runs);
+- metadata (`record_as_traced`): each other call node what proxy_tensor's tracer gives it
+  (``stack_trace``, the fields torch copies from the node it replays, its own operator as
+  ``original_aten``, ``seq_nr``, ``eager_input_vals``, ``val``, ``tensor_meta``);
+  placeholders their ``tensor_meta`` and AOT input descriptor, weights their users' copied
+  fields (torch's ``_collect_param_buffer_metadata``); the output node its provenance;
 - the signature's output names and the module call graph follow renamed nodes.
 
-It applies to the same programs as `retrace_skip` (functional inference IR returned by a
-``run_decompositions`` call in this scope, no mutation, symbolic shape, nested graph, getitem or
-dead node) whose decomposing nodes read only tensors and decompose into single-output ops
-(a trace names a ``getitem`` for every output of a multi-output op and drops the unused ones). As there, ``from_node`` provenance chains
-lack the whole re-trace's layers; their roots, from which ExecuTorch derives debug handles, are
-the same. Tests compare the result with stock's on the zoo; the Arm and XNNPACK sameness tests
-compare lowered programs and ``.pte`` bytes.
+A multi-output decomposition (a trace names a ``getitem`` for every output and drops the unused
+ones), a node a decomposition leaves unused, lifted constants in a program not traced yet, and
+backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
+layers; their roots, from which ExecuTorch derives debug handles, are the same. Tests compare the
+result with torch's re-trace on fresh exports and decomposed programs; the Arm and XNNPACK
+sameness tests compare lowered programs and ``.pte`` bytes with stock's.
 """
 
 from __future__ import annotations

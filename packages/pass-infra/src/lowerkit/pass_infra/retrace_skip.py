@@ -8,13 +8,16 @@ nodes) to change a few nodes: 19 reshapes become views, then 9 conv2d become con
 nothing.
 
 `retrace_plan` says which programs may do without: no mutating op, getitem, nested graph, dead
-node, input or buffer mutation, symbolic shape or effect token, every call an operator; and it
-lists the nodes a trace might record differently (the table's ops, CompositeImplicitAutograd ops,
-views). `local_decomposition.decompose_locally` re-traces those alone and gives the rest what a
-trace records; with none, the result is a copy so given. Graph code, node names, signature and
-metadata are the re-trace's, except that ``from_node`` provenance chains lack the re-trace's
-layers (their roots, from which ExecuTorch derives debug handles, are the same). Tests compare
-both on the zoo; the Arm and XNNPACK sameness tests compare lowered programs and ``.pte`` bytes.
+node, input or buffer mutation, symbolic shape or effect token, every call an operator. It lists
+the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops,
+views, and nodes whose operator is not the one their last trace recorded (ExecuTorch swaps kept
+ops for ``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
+`local_decomposition.decompose_locally` re-traces those alone and gives the rest what a trace
+records. Graph code, node names, signature and metadata are the re-trace's, except that
+``from_node`` provenance chains lack the re-trace's layers (their roots, from which ExecuTorch
+derives debug handles, are the same). Tests compare both on the zoo; the Arm and XNNPACK
+sameness tests compare lowered programs and ``.pte`` bytes; ``tools/golden/decompositions.py``
+compares both on every run_decompositions of ExecuTorch's operator suite.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             return f"{target} mutates", []
         if not node.users:
             return f"dead node {node.name}", []
-        if target in table or _upstream.decomposes_by_itself(target):
+        retargeted = node.meta.get("original_aten", target) != target  # changed since its trace
+        if target in table or _upstream.decomposes_by_itself(target) or retargeted:
             decomposing.append(node)
     return None, decomposing
 
