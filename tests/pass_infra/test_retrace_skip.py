@@ -115,6 +115,10 @@ def test_the_copy_is_independent_of_its_source() -> None:
     fast.graph.erase_node(relu)
     fast.graph_module.recompile()
     assert decomposed.graph_module.code == code != fast.graph_module.code
+    # Lowering removes delegated weights from its program's state dict: never from the source's.
+    weights = list(decomposed.state_dict)
+    del fast.state_dict[weights[0]]
+    assert list(decomposed.state_dict) == weights
 
 
 def test_what_a_local_decomposition_cannot_take_is_re_traced() -> None:
@@ -156,11 +160,13 @@ def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytes
         edge = to_edge_transform_and_lower(program, partitioner=[partitioner_for(spec)])
         return edge.exported_program(), bytes(edge.to_executorch().buffer)
 
+    weights = list(program.state_dict)
     stock, stock_pte = lower()
     monkeypatch.setattr(retrace_skip, "decompose_locally", counting_local)
     with accelerated_lowering():
         fast, fast_pte = lower()
     assert taken == ["local", "local", "local"]
+    assert list(program.state_dict) == weights  # the caller's program keeps its weights
     assert fast.graph_module.code == stock.graph_module.code
     assert _meta_mismatches(stock.graph_module, fast.graph_module) == []
     assert fast_pte == stock_pte

@@ -596,7 +596,8 @@ STOCK_RUN_DECOMPOSITIONS = torch.export.ExportedProgram.run_decompositions
 def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """`program` with its own graph module (nodes copied, metadata dicts shallow-copied) and signature.
 
-    Weights, constants and the example inputs are shared, as ``run_decompositions`` shares them.
+    Weights (in a new mapping), constants and the example inputs are shared, as
+    ``run_decompositions`` shares them.
     """
     import copy
 
@@ -609,7 +610,10 @@ def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export
         if copied.name != source.name:
             copied.name = source.name
     graph_module = _create_graph_module_for_export(program.graph_module, graph)
-    return program._update(graph_module, copy.deepcopy(program.graph_signature))
+    # Its own state-dict mapping (the same tensors), as run_decompositions gives: lowering
+    # removes delegated weights from it, which must not reach the caller's program.
+    state_dict = dict(program.state_dict)
+    return program._update(graph_module, copy.deepcopy(program.graph_signature), state_dict=state_dict)
 
 
 def is_mutating(op: OpOverload) -> bool:
