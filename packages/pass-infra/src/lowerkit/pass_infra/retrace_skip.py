@@ -68,10 +68,23 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             return f"{target} mutates", []
         if not node.users:
             return f"dead node {node.name}", []
-        retargeted = node.meta.get("original_aten", target) != target  # changed since its trace
-        if target in table or _upstream.decomposes_by_itself(target) or retargeted:
+        if target in table or _upstream.decomposes_by_itself(target) or _retargeted(node):
             decomposing.append(node)
     return None, decomposing
+
+
+def _retargeted(node: Node) -> bool:
+    """Whether `node`'s operator is not the one its last trace recorded (``original_aten``).
+
+    By name: a trace records an OpOverload object of the same operator that is not always the
+    one ``torch.ops`` gives (and that the graph holds), so identity would list every traced node.
+    """
+    original = node.meta.get("original_aten")
+    if original is None or original is node.target:
+        return False
+    if isinstance(original, _upstream.OpOverload):
+        return original.name() != node.target.name()
+    return True
 
 
 def run_decompositions(
