@@ -38,6 +38,7 @@ from lowerkit.pass_infra import (
     accelerated_quantization,
     graph_ops,
     lowering_lock,
+    settled_heap,
     write_bytes_atomically,
 )
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
@@ -213,7 +214,7 @@ def lower_to_arm(
         compile_spec = _compile_spec(target, system_config, memory_mode, vela_config)
         # VGF: the converter is found (or its absence reported) before any work.
         converter = converter_environment() if is_vgf(target) else contextlib.nullcontext()
-        with converter:
+        with converter, contextlib.nullcontext() if stock else settled_heap():
             return _lower(model_or_exported_program, example_inputs, target, compile_spec,
                           quantize=quantize, calibration=calibration, stock=stock, verify=verify,
                           a16w8=_a16w8(target, a16w8), keep_float=keep_float)

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lowerkit.pass_infra.collector import settled_heap
     from lowerkit.pass_infra.compare import GraphDifference, first_difference
     from lowerkit.pass_infra.discovery import TARGET_ATTRIBUTES, discover_targeted_ops
     from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
@@ -56,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "delegate_payloads": "lowerkit.pass_infra.graph_ops",
     "example_input_tuple": "lowerkit.pass_infra.inputs",
     "require_model": "lowerkit.pass_infra.inputs",
+    "settled_heap": "lowerkit.pass_infra.collector",
     "op_name": "lowerkit.pass_infra.graph_ops",
     "as_targeted": "lowerkit.pass_infra.targeted",
     "cheaper_replay": "lowerkit.pass_infra.replay",
@@ -104,6 +106,7 @@ __all__ = [
     "pass_name",
     "reference_copy",
     "require_model",
+    "settled_heap",
     "should_run",
     "sqnr_db",
     "vouch_for",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from lowerkit.pass_infra.collector import SETTLED_HEAP
 from lowerkit.pass_infra.decompositions import CIA_SCAN
 from lowerkit.pass_infra.fake_cache import faketensor_cache
 from lowerkit.pass_infra.patching import lowering_lock
@@ -33,7 +34,9 @@ def accelerated_lowering() -> Iterator[None]:
       (``retrace_skip``): only the nodes that may change are re-traced, and the rest get what a
       trace records (``local_decomposition``; all three calls of ``to_edge_transform_and_lower``
       for Arm and XNNPACK);
-    - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it.
+    - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it;
+    - full garbage collections skip the objects that existed when the block began
+      (``collector.SETTLED_HEAP``: ``gc.freeze()`` until the last scope exits).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -50,5 +53,6 @@ def accelerated_lowering() -> Iterator[None]:
             CIA_SCAN.scope(),
             RETRACE_SKIP.scope(),
             SHARED_PROVENANCE.scope(),
+            SETTLED_HEAP.scope(),
         ):
             yield

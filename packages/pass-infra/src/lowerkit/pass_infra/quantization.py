@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.collector import SETTLED_HEAP
 from lowerkit.pass_infra.fake_cache import faketensor_cache
 from lowerkit.pass_infra.histogram_search import non_linear_param_search
 from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
@@ -40,7 +41,8 @@ def accelerated_quantization() -> Iterator[None]:
     ``ExportPass``es a quantizer runs before annotating (e.g. the Arm quantizer's
     ``transform_for_annotation`` pipeline) replay under ``cheaper_replay()`` and
     ``faketensor_cache()`` (graph modules recompiled eagerly, as stock: the prepared and
-    converted modules are plain ``GraphModule``s).
+    converted modules are plain ``GraphModule``s); full garbage collections skip the objects
+    that existed when the block began (``collector.SETTLED_HEAP``).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -50,5 +52,10 @@ def accelerated_quantization() -> Iterator[None]:
         if not proven("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization"):
             yield
             return
-        with HISTOGRAM_SEARCH.scope(), cheaper_replay(lazy_recompile=False), faketensor_cache():
+        with (
+            HISTOGRAM_SEARCH.scope(),
+            cheaper_replay(lazy_recompile=False),
+            faketensor_cache(),
+            SETTLED_HEAP.scope(),
+        ):
             yield

@@ -1,0 +1,93 @@
+"""SETTLED_HEAP: the heap a scope starts with is frozen for the scope, and only for it."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from lowerkit.pass_infra.collector import SETTLED_HEAP
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen_process() -> Iterator[None]:
+    assert gc.get_freeze_count() == 0
+    yield
+    gc.unfreeze()
+
+
+def test_the_heap_is_frozen_inside_and_given_back_on_exit() -> None:
+    before = _Cycle()
+    with SETTLED_HEAP.scope():
+        assert gc.get_freeze_count() > 0
+        assert not any(o is before for o in gc.get_objects())  # frozen: in no generation
+    assert gc.get_freeze_count() == 0
+    assert any(o is before for o in gc.get_objects())
+
+
+def test_garbage_made_inside_is_collected_inside() -> None:
+    with SETTLED_HEAP.scope():
+        made_inside = weakref.ref(_Cycle())
+        gc.collect()
+        assert made_inside() is None
+
+
+def test_garbage_from_before_waits_for_the_exit() -> None:
+    old = weakref.ref(_Cycle())
+    with SETTLED_HEAP.scope():
+        gc.collect()
+        assert old() is not None
+    gc.collect()
+    assert old() is None
+
+
+def test_nested_scopes_unfreeze_once_at_the_last_exit() -> None:
+    with SETTLED_HEAP.scope():
+        frozen = gc.get_freeze_count()
+        with SETTLED_HEAP.scope():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_exception_still_unfreezes() -> None:
+    with pytest.raises(RuntimeError), SETTLED_HEAP.scope():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_froze_its_own_objects_is_left_alone() -> None:
+    theirs = _Cycle()
+    gc.freeze()
+    after_their_freeze = _Cycle()
+    with SETTLED_HEAP.scope():
+        assert any(o is after_their_freeze for o in gc.get_objects())  # not frozen by the scope
+    assert not any(o is theirs for o in gc.get_objects())  # theirs stay frozen after it
+    assert gc.get_freeze_count() > 0
+
+
+def test_a_heap_grown_by_a_quarter_is_collected_at_the_exit() -> None:
+    """Garbage made between back-to-back scopes is not frozen by scope after scope for ever."""
+    gc.disable()  # only SETTLED_HEAP collects here
+    try:
+        with SETTLED_HEAP.scope():
+            pass
+        small = weakref.ref(_Cycle())
+        with SETTLED_HEAP.scope():
+            pass
+        assert small() is not None  # a few objects more: no full collection
+        grown = [_Cycle() for _ in range(len(gc.get_objects()) // 2)]
+        witness = weakref.ref(grown[0])
+        del grown
+        with SETTLED_HEAP.scope():
+            assert witness() is not None  # frozen with the rest
+        assert witness() is None and small() is None
+    finally:
+        gc.enable()
