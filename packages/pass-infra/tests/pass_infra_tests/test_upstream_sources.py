@@ -50,6 +50,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch._export.utils:_populate_param_buffer_metadata_to_new_gm": ("89e75119b33fa818", "pass-infra local_decomposition.record_as_traced (weight placeholders)"),
     "torch.export.exported_program:_decompose_and_get_gm_with_new_signature_constants": ("93ddd4ba4ed9f3fe", "pass-infra local_decomposition (what a re-trace records)"),
     "torch.export.exported_program:_decompose_exported_program": ("1949ba42c1237735", "pass-infra local_decomposition._renamed_call_graph"),
+    "executorch.exir.verification.verifier:_check_tensor_args_matching_op_allowed_dtype": ("5223802f594bd06b", "pass-infra verified_graphs.graph_key (what the check reads)"),
+    "executorch.exir.verification.verifier:_get_inputs": ("31f3f769363e4cae", "pass-infra verified_graphs.graph_key (what the check reads)"),
+    "executorch.exir.verification.arg_validator:EdgeOpArgValidator": ("0ac1c71272c8ad21", "pass-infra verified_graphs.graph_key (what the check reads)"),
 }
 
 

@@ -743,3 +743,16 @@ def decomposes_by_itself(op: OpOverload) -> bool:
     CompositeImplicitAutograd kernel, or returns a view (functionalization's business)."""
     has_cia = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
     return bool(has_cia) or any(ret.alias_info is not None for ret in op._schema.returns)
+
+
+# ------------------------------------------------------------- the edge verifier's argument check
+
+#: The name ExecuTorch's edge verifier calls its dtype check by (a global of its module).
+ARGUMENT_CHECK = "_check_tensor_args_matching_op_allowed_dtype"
+
+
+def edge_verifier_module() -> Any:
+    """``executorch.exir.verification.verifier``, whose ``check_additional`` looks `ARGUMENT_CHECK` up by name."""
+    import executorch.exir.verification.verifier as verifier
+
+    return verifier

@@ -13,6 +13,7 @@ from lowerkit.pass_infra.pattern_skip import PATTERN_SKIP
 from lowerkit.pass_infra.provenance import SHARED_PROVENANCE
 from lowerkit.pass_infra.replay import cheaper_replay
 from lowerkit.pass_infra.retrace_skip import RETRACE_SKIP
+from lowerkit.pass_infra.verified_graphs import VERIFIED_GRAPHS
 from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
 __all__ = ["accelerated_lowering"]
@@ -36,7 +37,9 @@ def accelerated_lowering() -> Iterator[None]:
       for Arm and XNNPACK);
     - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it;
     - full garbage collections skip the objects that existed when the block began
-      (``collector.SETTLED_HEAP``: ``gc.freeze()`` until the last scope exits).
+      (``collector.SETTLED_HEAP``: ``gc.freeze()`` until the last scope exits);
+    - the edge verifier's dtype check runs once per distinct graph (``verified_graphs``), not
+      on every validation of the same unchanged program.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -54,5 +57,6 @@ def accelerated_lowering() -> Iterator[None]:
             RETRACE_SKIP.scope(),
             SHARED_PROVENANCE.scope(),
             SETTLED_HEAP.scope(),
+            VERIFIED_GRAPHS.scope(),
         ):
             yield

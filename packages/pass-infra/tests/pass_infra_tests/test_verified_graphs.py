@@ -1,0 +1,95 @@
+"""VERIFIED_GRAPHS: the edge verifier's dtype check runs once per graph that passes, as often as stock otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from executorch.exir import to_edge
+from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
+from torch._export.verifier import SpecViolationError
+
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.verified_graphs import VERIFIED_GRAPHS, graph_key
+
+
+class _AddScaled(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.add(x, y, alpha=2.0)
+
+
+def _edge_module() -> torch.fx.GraphModule:
+    inputs = (torch.randn(2, 3), torch.randn(2, 3))
+    return to_edge(torch.export.export(_AddScaled(), inputs)).exported_program().graph_module
+
+
+@pytest.fixture
+def stock_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the stock check's runs (installed under VERIFIED_GRAPHS, which wraps it)."""
+    module = _upstream.edge_verifier_module()
+    stock: Callable[[Any], None] = getattr(module, _upstream.ARGUMENT_CHECK)
+    runs: list[int] = []
+
+    def counting(gm: Any) -> None:
+        runs.append(1)
+        stock(gm)
+
+    monkeypatch.setattr(module, _upstream.ARGUMENT_CHECK, counting)
+    yield runs
+
+
+def _verify(gm: torch.fx.GraphModule) -> None:
+    EXIREdgeDialectVerifier()(gm)
+
+
+def test_an_unchanged_graph_is_checked_once(stock_runs: list[int]) -> None:
+    gm = _edge_module()
+    stock_runs.clear()  # to_edge's own validations
+    with VERIFIED_GRAPHS.scope():
+        for _ in range(3):
+            _verify(gm)
+    assert len(stock_runs) == 1
+    _verify(gm)  # outside the scope: stock, every time
+    assert len(stock_runs) == 2
+
+
+def test_a_changed_graph_is_checked_again(stock_runs: list[int]) -> None:
+    gm = _edge_module()
+    stock_runs.clear()
+    with VERIFIED_GRAPHS.scope():
+        _verify(gm)
+        add = next(n for n in gm.graph.nodes if n.op == "call_function")
+        add.kwargs = {"alpha": 3.0}
+        _verify(gm)
+    assert len(stock_runs) == 2
+
+
+def test_a_failing_graph_fails_every_time(stock_runs: list[int]) -> None:
+    gm = _edge_module()
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    add.meta["val"] = add.meta["val"].to(torch.int32)  # a float add that claims an int32 result
+    stock_runs.clear()
+    with VERIFIED_GRAPHS.scope():
+        for _ in range(2):
+            with pytest.raises(SpecViolationError, match="mismatched dtypes"):
+                _verify(gm)
+    assert len(stock_runs) == 2
+
+
+def test_the_key_holds_what_the_check_reads() -> None:
+    gm = _edge_module()
+    key = graph_key(gm)
+    assert graph_key(gm) == key
+    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    placeholder.meta["val"] = placeholder.meta["val"].to(torch.float64)
+    assert graph_key(gm) != key
+    # One-element tensors are keyed by their data too: FakeTensor may compute with it.
+    one, other = torch.tensor([1.0]), torch.tensor([2.0])
+    gm.register_buffer("c", one)
+    with gm.graph.inserting_before(placeholder):
+        gm.graph.get_attr("c")
+    with_one = graph_key(gm)
+    gm.register_buffer("c", other)
+    assert graph_key(gm) != with_one
