@@ -4,8 +4,8 @@ Runs the suite's lowerkit Arm flows (``bench.op_suite_flows``) with this module 
 plugin: every ``decompose_locally`` that gives a program (pass-infra's ``run_decompositions``
 without the whole re-trace) is compared, in the same process, with torch's own re-trace of the
 same input: graph code, node names, signature, module call graph, and each node's metadata keys
-in order with ``original_aten``, ``seq_nr`` type, ``tensor_meta``, ``val`` signature and the
-provenance root. Prints SAME / DIFFERENT counts, the cases that differ and how; exit 1 on any
+in order with ``original_aten``, ``seq_nr`` type, ``tensor_meta``, ``val`` signature, the
+provenance root, and ``custom`` but for dynamo-disable markers (`CACHE_STATE_MARKERS`). Prints SAME / DIFFERENT counts, the cases that differ and how; exit 1 on any
 difference.
 
     python -m golden.decompositions [--flows arm_tosa_int,arm_tosa_fp] [-k EXPR]
@@ -49,6 +49,18 @@ def _signature(value: Any) -> Any:
     return repr(value)
 
 
+#: ``custom`` keys torch's dynamo-disable wrapper adds to the node being traced while a FakeTensor
+#: kernel runs (``_refs.cat``'s, say). Whether they appear depends on FakeTensor's process-wide
+#: dispatch cache, not on the program: a cache hit runs no kernel. ExecuTorch's own Arm INT
+#: lowering of ``torch.stack`` gives ``cat`` none (its re-traces hit the cache), while a re-trace
+#: of the same program with a cold cache gives them; lowerkit's small re-trace hits it too.
+CACHE_STATE_MARKERS = ("_torchdynamo_disable", "_torchdynamo_disable_recursive", "_torchdynamo_disable_method")
+
+
+def _custom(value: Any) -> str:
+    return repr({k: v for k, v in value.items() if k not in CACHE_STATE_MARKERS})
+
+
 def differences(stock: Any, local: Any) -> list[str]:
     """How `local` differs from torch's re-trace `stock` (empty: the same)."""
     out = []
@@ -74,6 +86,8 @@ def differences(stock: Any, local: Any) -> list[str]:
                 same = type(va) is type(vb)
             elif key in ("val", "eager_input_vals", "tensor_meta"):
                 same = _signature(va) == _signature(vb)
+            elif key == "custom":
+                same = _custom(va) == _custom(vb)
             else:
                 same = repr(va) == repr(vb)
             if not same:
