@@ -7,10 +7,11 @@ same unchanged program up to six times in a row (mobilenet_v1_025: 12 checks of 
 graphs, ~40 ms each). `VERIFIED_GRAPHS` remembers the graphs that passed, by everything the
 check reads: node order, ops, targets (type and name), arguments (nodes by name, tensors by
 signature), each node's ``meta["val"]`` signature (dtype, shape, strides, device: the check's
-inputs and return dtypes; the data of one-element tensors, which FakeTensor may compute with)
-and get_attr values. A graph equal on all of that passes again
-without running; a graph that fails is never remembered, so it fails every time, as stock; a
-graph holding anything else (symbolic values, unknown argument types) always runs the check.
+inputs and return dtypes), get_attr values, and the data of one-element tensors (FakeTensor
+may compute with those). A graph equal on all of that passes again without running; a graph
+that fails is never remembered, so it fails every time, as stock; a graph holding anything
+else (symbolic values, unknown argument types) always runs the check. The sources the key
+follows are pinned in pass-infra's ``test_upstream_sources.py``.
 """
 
 from __future__ import annotations
