@@ -104,7 +104,7 @@ def check_arguments_once(gm: GraphModule) -> None:
     """``_check_tensor_args_matching_op_allowed_dtype(gm)``, skipped for a graph that passed before."""
     try:
         key = graph_key(gm)
-    except _Uncacheable:
+    except Exception:  # _Uncacheable, or a value the key cannot read (a sparse tensor's strides): run it
         key = None
     if key is not None and key in _passed:
         _passed.move_to_end(key)
