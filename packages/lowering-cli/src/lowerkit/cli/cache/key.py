@@ -3,9 +3,10 @@
 Covered: every field of `LowerOptions` (walked generically, files named by path digested by
 content), the exported program (graph, signature, every weight and constant), the example
 inputs' shapes and dtypes, the calibration tensors, the source of lowerkit's packages, the
-versions of the toolchain and the machine's kind of CPU kernels (calibration rounds
-differently on AVX-512, AVX2 and scalar kernels). Nothing here lowers; exporting is cheap
-next to lowering.
+versions of the toolchain, the machine's kind of CPU kernels (calibration rounds
+differently on AVX-512, AVX2 and scalar kernels) and, for the VGF targets, a model converter
+binary of the user's own by content (`converter_fingerprint`). Nothing here lowers;
+exporting is cheap next to lowering.
 
 A `zoo:NAME` model needs none of that built: its module, weights, example inputs and
 calibration sampler are a function of lowerkit's zoo source (digested) and torch's version,
@@ -23,6 +24,7 @@ import importlib.metadata
 import os
 import platform
 import re
+import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cache
@@ -61,6 +63,11 @@ VECTOR_FLAGS = frozenset(
      "amx_tile", "asimd", "sve", "sve2", "bf16", "i8mm"}
 )
 
+#: Where ExecuTorch's VGF backend looks for Arm's model converter first (then the packaged one,
+#: then ``model-converter`` on PATH: ``lowerkit.arm_passes.converter.locate_model_converter``).
+CONVERTER_ENV = "MODEL_CONVERTER_PATH"
+CONVERTER_BINARY = "model-converter.exe" if sys.platform.startswith("win") else "model-converter"
+
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -90,6 +97,7 @@ def lowering_key(source: ModelSource, options: LowerOptions, calibration: Sequen
     for index, batch in enumerate(calibration):
         digest.add(f"calibration-{index}", _tensors_fingerprint(batch, values=True))
     digest.add("toolchain", toolchain_fingerprint())
+    _add_converter(digest, options)
     return digest.hexdigest()
 
 
@@ -100,7 +108,53 @@ def zoo_key(name: str, options: LowerOptions) -> str:
     digest.add("zoo-model", name)
     digest.add("options", options_fingerprint(options))
     digest.add("toolchain", toolchain_fingerprint())
+    _add_converter(digest, options)
     return digest.hexdigest()
+
+
+def _add_converter(digest: _Digest, options: LowerOptions) -> None:
+    if options.target.name.startswith("vgf-"):
+        digest.add("model-converter", converter_fingerprint())
+
+
+def converter_fingerprint() -> str:
+    """The model converter a VGF lowering runs, found as ``arm_passes.converter`` finds it.
+
+    A binary named by ``MODEL_CONVERTER_PATH``, or found on ``PATH`` when no package ships one,
+    is the user's own: keyed by its bytes. The one ``ai-ml-sdk-model-converter`` installs is
+    keyed by that distribution's version (in `toolchain_fingerprint`).
+    """
+    user = os.environ.get(CONVERTER_ENV)
+    if user:
+        return f"{CONVERTER_ENV}:{_binary_digest(Path(user))}"
+    packaged = _packaged_converter()
+    if packaged is not None and os.access(packaged, os.X_OK):
+        return "packaged"
+    found = shutil.which(CONVERTER_BINARY)
+    return f"PATH:{_binary_digest(Path(found))}" if found else "none"
+
+
+def _packaged_converter() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("model_converter")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "binaries" / "bin" / CONVERTER_BINARY
+
+
+def _binary_digest(path: Path) -> str:
+    """`path_digest` of a binary, remembered while its size and modification time stay the same."""
+    try:
+        stat = path.resolve().stat()
+    except OSError:
+        return "missing"
+    return _stamped_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@cache
+def _stamped_digest(path: str, size: int, mtime_ns: int) -> str:
+    return path_digest(Path(path))
 
 
 def options_fingerprint(options: LowerOptions) -> str:
