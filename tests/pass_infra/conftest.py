@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 from unittest import mock
 
 import torch
 from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 def arm_tfa_passes(graph_module: GraphModule) -> list[Any]:
@@ -64,7 +67,8 @@ def provenance_root(sources: list[Any]) -> Any:
 def meta_mismatches(stock: GraphModule, ours: GraphModule, *, provenance_roots_only: bool = False) -> list[str]:
     """Node-meta differences: same keys in the same order, val by shape/dtype/stride,
     provenance by content (graph ids aside: the two runs had different input copies; with
-    `provenance_roots_only`, by the chains' roots), seq_nr by presence, every other key by ==.
+    `provenance_roots_only`, by the chains' roots), seq_nr by presence, quantization
+    annotations by repr, every other key by ==.
     Nested graph modules included."""
     out: list[str] = []
     pairs = [(stock, ours)]
@@ -97,6 +101,10 @@ def meta_mismatches(stock: GraphModule, ours: GraphModule, *, provenance_roots_o
                     same = type(va) is type(vb)
                 elif key == "eager_input_vals":
                     same = _val_signature(va) == _val_signature(vb)
+                elif key == "quantization_annotation":
+                    # Keyed by the nodes of its own graph (== is identity there): by repr, which
+                    # names them (the quantizer's closures' addresses aside).
+                    same = _ADDRESS.sub("", repr(va)) == _ADDRESS.sub("", repr(vb))
                 else:
                     try:
                         same = bool(va == vb)

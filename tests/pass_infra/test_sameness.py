@@ -3,6 +3,7 @@ the same graphs and metadata through PassPipeline as through the stock ExportPas
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ from torch.fx.passes.infra.pass_manager import PassManager
 from lowerkit import zoo
 from lowerkit.pass_infra import (
     PassPipeline,
+    accelerated_quantization,
     as_targeted,
     discover_targeted_ops,
     first_difference,
@@ -174,3 +176,35 @@ def test_edge_passes_match_stock_on_arm_quantized_edge_graphs(name):
     assert first_difference(stock, ours) is None
     assert ours.code == stock.code
     assert meta_mismatches(stock, ours) == []
+
+
+def _quantized(name: str, accelerated: bool) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule, torch.fx.GraphModule]:
+    """(the exported module after prepare_pt2e, the prepared module, the converted one): Arm TOSA INT."""
+    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model = zoo.get(name)
+    module = torch.export.export(model.module(), model.example_inputs()).module(check_guards=False)
+    quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT")).set_global(get_symmetric_quantization_config())
+    with accelerated_quantization() if accelerated else contextlib.nullcontext():
+        prepared = prepare_pt2e(module, quantizer)
+        with torch.no_grad():
+            for batch in model.calibration(2, 0):
+                prepared(*batch)
+        return module, prepared, convert_pt2e(prepared)
+
+
+@pytest.mark.parametrize("name", ["cnn9_layernorm", "mobilenet_v1_025"])
+def test_accelerated_quantization_gives_stocks_modules(name):
+    stock, ours = _quantized(name, accelerated=False), _quantized(name, accelerated=True)
+    for a, b in zip(stock, ours, strict=True):
+        # The same kind of object (prepare_pt2e also edits the module it is given), code, graph.
+        assert type(b).__bases__ == type(a).__bases__ and type(b).__name__ == type(a).__name__
+        assert [type(m).__bases__ for m in b.modules()] == [type(m).__bases__ for m in a.modules()]
+        assert b.code == a.code
+        assert first_difference(a, b) is None
+        assert meta_mismatches(a, b) == []
+        state_a, state_b = a.state_dict(), b.state_dict()
+        assert list(state_b) == list(state_a)
+        assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)

@@ -53,6 +53,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "executorch.exir.verification.verifier:_check_tensor_args_matching_op_allowed_dtype": ("5223802f594bd06b", "pass-infra verified_graphs.graph_key (what the check reads)"),
     "executorch.exir.verification.verifier:_get_inputs": ("31f3f769363e4cae", "pass-infra verified_graphs.graph_key (what the check reads)"),
     "executorch.exir.verification.arg_validator:EdgeOpArgValidator": ("0ac1c71272c8ad21", "pass-infra verified_graphs.graph_key (what the check reads)"),
+    "torch.fx.passes.infra.pass_manager:PassManager.__call__": ("9521ae3324d8ea64", "pass-infra deferred_recompile.call_with_deferred_recompile"),
+    "torch.fx.graph_module:GraphModule.__new__": ("9b3b555879e4a3e7", "pass-infra deferred_recompile (per-instance classes)"),
+    "torch.fx._lazy_graph_module:_LazyGraphModule.recompile": ("dfcf59d54b8ce763", "pass-infra deferred_recompile (what a lazy recompile does)"),
 }
 
 

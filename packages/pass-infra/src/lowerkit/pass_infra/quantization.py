@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.collector import SETTLED_HEAP
+from lowerkit.pass_infra.deferred_recompile import DEFERRED_RECOMPILE
 from lowerkit.pass_infra.fake_cache import faketensor_cache
 from lowerkit.pass_infra.histogram_search import non_linear_param_search
 from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
@@ -40,9 +41,11 @@ def accelerated_quantization() -> Iterator[None]:
     with the same steps on Python floats instead of 0-d tensors (`histogram_search`), and the
     ``ExportPass``es a quantizer runs before annotating (e.g. the Arm quantizer's
     ``transform_for_annotation`` pipeline) replay under ``cheaper_replay()`` and
-    ``faketensor_cache()`` (graph modules recompiled eagerly, as stock: the prepared and
-    converted modules are plain ``GraphModule``s); full garbage collections skip the objects
-    that existed when the block began (``collector.SETTLED_HEAP``).
+    ``faketensor_cache()``, building graph modules whose code is generated once, when a torch
+    ``PassManager`` call hands them back as plain ``GraphModule``s (``deferred_recompile``), not
+    after every pass: the prepared and converted modules are stock's, class, code and graph;
+    full garbage collections skip the objects that existed when the block began
+    (``collector.SETTLED_HEAP``).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -54,7 +57,8 @@ def accelerated_quantization() -> Iterator[None]:
             return
         with (
             HISTOGRAM_SEARCH.scope(),
-            cheaper_replay(lazy_recompile=False),
+            cheaper_replay(),
+            DEFERRED_RECOMPILE.scope(),
             faketensor_cache(),
             SETTLED_HEAP.scope(),
         ):
