@@ -83,7 +83,7 @@ def test_a_heap_grown_by_a_quarter_is_collected_at_the_exit() -> None:
         with SETTLED_HEAP.scope():
             pass
         assert small() is not None  # a few objects more: no full collection
-        grown = [_Cycle() for _ in range(len(gc.get_objects()) // 2)]
+        grown = [_Cycle() for _ in range(len(gc.get_objects()))]
         witness = weakref.ref(grown[0])
         del grown
         with SETTLED_HEAP.scope():

@@ -11,46 +11,51 @@ since, and every object made inside is collected as before. Garbage cycles that 
 when the scope opened wait until it closes; so that back-to-back scopes (a test suite, the
 daemon) do not keep freezing garbage made between them, the last exit runs a full collection
 when the heap a scope froze has grown by a quarter since the last one (CPython's own rule for
-full collections). Nothing a program computes depends on when the collector runs, so lowered
-programs and ``.pte`` bytes are unchanged. If the process has frozen objects itself
+full collections; the heap measured in pymalloc's allocated blocks, read in O(1), where counting
+the frozen objects would walk them all). Nothing a program computes depends on when the
+collector runs, so lowered programs and ``.pte`` bytes are unchanged. If the process has frozen objects itself
 (``gc.get_freeze_count()`` is not 0), the scope leaves the collector alone.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import AbstractContextManager
 
 from lowerkit.pass_infra.patching import Patch
 
 __all__ = ["SETTLED_HEAP", "settled_heap"]
 
-#: Per installed scope: the number of objects it froze (None: it froze nothing).
-_frozen: list[int | None] = []
-#: A scope that freezes more objects than this runs a full collection when it closes.
-_collect_above: list[int] = []
+#: The heap's size (``sys.getallocatedblocks()``) when the installed scope froze it; None when
+#: it froze nothing. The patch installs once (first scope) and uninstalls once (last scope).
+_frozen_blocks: int | None = None
+#: A scope that froze a bigger heap than this runs a full collection when it closes.
+_collect_above: int | None = None
 
 
 def _freeze() -> None:
+    global _frozen_blocks, _collect_above
+    # O(frozen objects): instant unless the process froze objects itself.
     if gc.get_freeze_count() != 0:
-        _frozen.append(None)
+        _frozen_blocks = None
         return
     gc.freeze()
-    heap = gc.get_freeze_count()
-    if not _collect_above:
-        _collect_above.append(heap + heap // 4)
-    _frozen.append(heap)
+    _frozen_blocks = sys.getallocatedblocks()
+    if _collect_above is None:
+        _collect_above = _frozen_blocks + _frozen_blocks // 4
 
 
 def _unfreeze() -> None:
-    heap = _frozen.pop()
-    if heap is None:
+    global _frozen_blocks, _collect_above
+    blocks, _frozen_blocks = _frozen_blocks, None
+    if blocks is None:
         return
     gc.unfreeze()
-    if heap > _collect_above[0]:
+    if _collect_above is not None and blocks > _collect_above:
         gc.collect()
-        survivors = len(gc.get_objects())
-        _collect_above[0] = survivors + survivors // 4
+        survivors = sys.getallocatedblocks()
+        _collect_above = survivors + survivors // 4
 
 
 #: Held by ``accelerated_lowering()`` and ``accelerated_quantization()``.
