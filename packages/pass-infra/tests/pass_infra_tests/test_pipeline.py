@@ -168,3 +168,28 @@ def test_fast_copy_in_a_pipeline_does_not_keep_stale_values_of_in_place_passes()
     assert first_difference(stock, ours) is None
     # Provenance names each run's own input graph (two copies here); all else is equal.
     assert all(": from_node:" in d for d in meta_differences(stock, ours))
+
+
+def test_an_in_place_pass_last_leaves_code_that_runs_the_new_graph():
+    """As torch's PassManager recompiles after every pass: the module returned runs its graph."""
+    import operator
+
+    import torch
+    from torch.fx import symbolic_trace
+    from torch.fx.passes.infra.pass_manager import PassManager
+
+    class AddOne(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+    def add_to_mul(gm: GraphModule) -> PassResult:
+        for node in gm.graph.nodes:
+            if node.target is operator.add:
+                node.target = operator.mul
+        return PassResult(gm, True)
+
+    x = torch.tensor([3.0])
+    stock = PassManager([add_to_mul])(symbolic_trace(AddOne())).graph_module
+    ours, _ = PassPipeline([add_to_mul, ExpToSigmoid()]).run(symbolic_trace(AddOne()))
+    assert ours.code == stock.code
+    assert torch.equal(ours(x), stock(x)) and torch.equal(stock(x), torch.tensor([3.0]))

@@ -188,14 +188,19 @@ class PassPipeline:
         # The input's metadata is taken as consistent (as every ExportPass assumes);
         # from here on only nodes the replays create, and that stay unchanged, are.
         vouch_graph(graph_module)
-        with pipeline_running():
-            if self.verify:
-                for p in self.passes:
-                    graph_module, state = self._run_one(p, graph_module, state, rows)
-            else:
-                with self.scope():
-                    for p in self.passes:
-                        graph_module, state = self._run_one(p, graph_module, state, rows)
+        edited_in_place = False
+        with pipeline_running(), _nothing() if self.verify else self.scope():
+            for p in self.passes:
+                previous = graph_module
+                graph_module, state = self._run_one(p, graph_module, state, rows)
+                if graph_module is not previous:
+                    edited_in_place = False  # a replay's module: its code is built (or lazy) from its graph
+                elif rows[-1].ran:
+                    edited_in_place = True
+        if edited_in_place:
+            # A pass that edits the graph in place leaves the code stale (PassManager would
+            # have recompiled after it): generate it once, here (lazily for a lazy module).
+            graph_module.recompile()
         realize(graph_module)
         return graph_module, PipelineReport(tuple(rows))
 
