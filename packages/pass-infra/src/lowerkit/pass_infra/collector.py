@@ -13,8 +13,8 @@ daemon) do not keep freezing garbage made between them, the last exit runs a ful
 when the heap a scope froze has grown by a quarter since the last one (CPython's own rule for
 full collections; the heap measured in pymalloc's allocated blocks, read in O(1), where counting
 the frozen objects would walk them all). Nothing a program computes depends on when the
-collector runs, so lowered programs and ``.pte`` bytes are unchanged. If the process has frozen objects itself
-(``gc.get_freeze_count()`` is not 0), the scope leaves the collector alone.
+collector runs, so lowered programs and ``.pte`` bytes are unchanged. If the process has frozen
+objects itself (``gc.get_freeze_count()`` is not 0), the scope leaves the collector alone.
 """
 
 from __future__ import annotations
