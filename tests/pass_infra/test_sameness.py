@@ -180,13 +180,13 @@ def test_edge_passes_match_stock_on_arm_quantized_edge_graphs(name):
 
 def _quantized(name: str, accelerated: bool) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule, torch.fx.GraphModule]:
     """(the exported module after prepare_pt2e, the prepared module, the converted one): Arm TOSA INT."""
-    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from lowerkit.arm_passes.devices import compile_spec_for, quantizer_for
 
     model = zoo.get(name)
     module = torch.export.export(model.module(), model.example_inputs()).module(check_guards=False)
-    quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT")).set_global(get_symmetric_quantization_config())
+    quantizer = quantizer_for(compile_spec_for("TOSA-1.0+INT"))
     with accelerated_quantization() if accelerated else contextlib.nullcontext():
         prepared = prepare_pt2e(module, quantizer)
         with torch.no_grad():

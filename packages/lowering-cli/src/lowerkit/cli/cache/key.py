@@ -146,10 +146,11 @@ def _packaged_converter() -> Path | None:
 def _binary_digest(path: Path) -> str:
     """`path_digest` of a binary, remembered while its size and modification time stay the same."""
     try:
-        stat = path.resolve().stat()
+        resolved = path.resolve()
+        stat = resolved.stat()
     except OSError:
         return "missing"
-    return _stamped_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    return _stamped_digest(str(resolved), stat.st_size, stat.st_mtime_ns)
 
 
 @cache
