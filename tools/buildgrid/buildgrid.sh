@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # BuildGrid 0.9.1 for the team: a REAPI cache server (CAS + ActionCache) on localhost.
 #
-#   tools/buildgrid/buildgrid.sh install        # pinned, into tools/buildgrid/.env (git-ignored)
+#   tools/buildgrid/buildgrid.sh install        # pinned, into ~/.cache/lowerkit/buildgrid (shared by clones)
 #   tools/buildgrid/buildgrid.sh start [PORT]   # default 50051; data in tools/buildgrid/.state/
 #   tools/buildgrid/buildgrid.sh stop | status | url
+#   tools/buildgrid/buildgrid.sh bgd            # the path of the installed bgd (tests read LOWERKIT_BGD)
 #
 # Then: lowerkit lower ... --cache-remote grpc://127.0.0.1:PORT, and Pants with
 # --remote-cache-read --remote-cache-write --remote-store-address=grpc://127.0.0.1:PORT
@@ -12,7 +13,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-env_dir="${LOWERKIT_BUILDGRID_ENV:-$here/.env}"
+# Outside the checkout: the tests get bgd's path in LOWERKIT_BGD, which is part of their Pants
+# process keys, so it must be the same for every clone (docs/ci.md).
+env_dir="${LOWERKIT_BUILDGRID_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lowerkit/buildgrid}"
 state="${LOWERKIT_BUILDGRID_STATE:-$here/.state}"
 port_default=50051
 
@@ -40,6 +43,7 @@ install() {
   tmp="$env_dir.tmp.$$"
   rm -rf "$tmp"
   echo "buildgrid: installing BuildGrid 0.9.1 into $env_dir" >&2
+  mkdir -p "$(dirname "$env_dir")"
   "$python" -m venv "$tmp"
   # Every distribution pinned (requirements.lock); the machine-wide pip constraint stays out.
   XDG_CONFIG_DIRS=/nonexistent PIP_CONSTRAINT= "$tmp/bin/pip" install --quiet --disable-pip-version-check \
@@ -139,5 +143,6 @@ case "${1:-}" in
       echo "not running"; exit 1
     fi ;;
   url) cat "$state/url" ;;
-  *) echo "usage: $0 install | start [PORT] | stop | status | url" >&2; exit 2 ;;
+  bgd) echo "$env_dir/bin/bgd" ;;
+  *) echo "usage: $0 install | start [PORT] | stop | status | url | bgd" >&2; exit 2 ;;
 esac
