@@ -1,0 +1,286 @@
+"""The real-model corpus: the models ExecuTorch users lower, named as the CLI's model sources.
+
+Names are model-source specs (see ``lowerkit lower MODEL``):
+
+* ``tv:NAME``: a torchvision model by name, ``weights=None`` (random weights). The set is
+  ExecuTorch's backend test suite's (``executorch/backends/test/suite/models/test_torchvision.py``,
+  input ``(1, 3, 224, 224)``), plus ``tv:resnet18``;
+* ``et:NAME``: ExecuTorch's example registry (``executorch.examples.models.MODEL_NAME_TO_MODEL``),
+  those that build without downloading weights;
+* ``hf:DIR``: a local Hugging Face ``save_pretrained`` folder. The corpus's are made from configs
+  with random weights (seed 0) into a cache folder (`hf_root`), so ``hf:bert_tiny`` is the folder
+  ``hf_root() / "bert_tiny"`` and loads exactly as a user's folder would.
+
+The suite's torchaudio models are listed with the reason they cannot run here (`Case.unavailable`).
+Every model is built with ``torch.manual_seed(0)`` first, so two builds in one machine have the same
+weights; calibration is the example inputs (aot_arm_compiler's default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.torchvision_shim import ensure_torchvision_importable
+
+__all__ = ["CORPUS", "Case", "Model", "case", "hf_root", "load", "names", "source_spec"]
+
+TORCHAUDIO_UNAVAILABLE = (
+    "torchaudio cannot be installed here: its last release (2.11) needs torch 2.11, the lockfile pins torch 2.13"
+)
+#: ExecuTorch's backend test suite torchvision models (test_torchvision.py), in its order.
+SUITE_TORCHVISION = (
+    "alexnet", "convnext_small", "densenet161", "efficientnet_b4", "efficientnet_v2_s", "googlenet",
+    "inception_v3", "maxvit_t", "mnasnet1_0", "mobilenet_v2", "mobilenet_v3_small", "regnet_y_1_6gf",
+    "resnet50", "resnext50_32x4d", "shufflenet_v2_x1_0", "squeezenet1_1", "swin_v2_t", "vgg11",
+    "vit_b_16", "wide_resnet50_2",
+)  # fmt: skip
+SUITE_TORCHAUDIO = ("conformer", "wav2letter", "wavernn")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One corpus entry: its model-source name, where it comes from, and why it cannot run (if so)."""
+
+    name: str
+    group: str
+    unavailable: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Model:
+    """A built corpus model: eager module (eval), example inputs, calibration batches."""
+
+    name: str
+    module: torch.nn.Module
+    example_inputs: tuple[Any, ...]
+    calibration: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+# --- Hugging Face configs (random weights, saved with save_pretrained) -------------------------------------
+
+
+def _hf_configs() -> dict[str, Callable[[], Any]]:
+    from transformers import BertConfig, GPT2Config, LlamaConfig, ViTConfig
+
+    def llama(layers: int) -> Callable[[], Any]:
+        return lambda: LlamaConfig(
+            hidden_size=256, intermediate_size=768, num_hidden_layers=layers, num_attention_heads=4,
+            num_key_value_heads=4, vocab_size=32000, max_position_embeddings=512, tie_word_embeddings=True,
+            architectures=["LlamaForCausalLM"],
+        )  # fmt: skip
+
+    def vit_tiny() -> Any:
+        config = ViTConfig(
+            hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
+            image_size=224, patch_size=16, architectures=["ViTForImageClassification"],
+        )  # fmt: skip
+        config.num_labels = 1000
+        return config
+
+    return {
+        "bert_tiny": lambda: BertConfig(
+            hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+            max_position_embeddings=512, architectures=["BertModel"],
+        ),
+        "vit_tiny": vit_tiny,
+        "gpt2_2l": lambda: GPT2Config(
+            n_embd=256, n_layer=2, n_head=4, n_positions=512, tie_word_embeddings=True,
+            architectures=["GPT2LMHeadModel"],
+        ),
+        "llama_2l": llama(2),
+        "llama_8l": llama(8),
+        "llama_16l": llama(16),
+    }
+
+
+HF_NOTES = {
+    "bert_tiny": "BERT encoder, 2 layers, dim 128, seq 32",
+    "vit_tiny": "ViT, DeiT-tiny-sized (12 layers, dim 192, 224², patch 16)",
+    "gpt2_2l": "GPT-2, 2 layers, dim 256, tied embeddings, seq 32",
+    "llama_2l": "Llama, 2 layers, dim 256, tied embeddings, vocab 32000, seq 32",
+    "llama_8l": "Llama, 8 layers, dim 256, tied embeddings, vocab 32000, seq 32",
+    "llama_16l": "Llama, 16 layers, dim 256, tied embeddings, vocab 32000, seq 32",
+}
+#: Tokens per example input of the text models.
+SEQUENCE_LENGTH = 32
+
+
+def hf_root() -> Path:
+    """The folder holding the corpus's Hugging Face folders (``$LOWERKIT_BENCH_HF``, else under ~/.cache)."""
+    configured = os.environ.get("LOWERKIT_BENCH_HF")
+    return Path(configured) if configured else Path.home() / ".cache" / "lowerkit-bench" / "hf"
+
+
+def hf_folder(name: str) -> Path:
+    """The ``save_pretrained`` folder of the corpus's HF model `name`, made once (seed 0)."""
+    folder = hf_root() / name
+    if (folder / "config.json").exists():
+        return folder
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForImageClassification,
+    )
+
+    config = _hf_configs()[name]()
+    architecture = config.architectures[0]
+    auto = (
+        AutoModelForCausalLM if architecture.endswith("CausalLM") or architecture.endswith("LMHeadModel")
+        else AutoModelForImageClassification if architecture.endswith("ImageClassification")
+        else AutoModel
+    )  # fmt: skip
+    with _seeded(0):
+        model = auto.from_config(AutoConfig.for_model(**config.to_dict()))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder.parent))
+    model.save_pretrained(staging)
+    try:
+        staging.rename(folder)
+    except OSError:  # another process made it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+# --- The corpus ----------------------------------------------------------------------------------------------
+
+#: ExecuTorch example models that build without downloads (random weights), with what they are.
+ET_EXAMPLES = {
+    "lstm": "torch.nn.quantizable LSTM(10, 20, 2), inputs (5, 3, 10) and (h0, c0)",
+    "mv2_untrained": "MobileNetV2, untrained, 224²",
+    "deep_autoencoder": "MLPerf Tiny deep autoencoder",
+    "ds_cnn": "MLPerf Tiny DS-CNN keyword spotting",
+    "mobilenet_v1_025": "MLPerf Tiny MobileNetV1 0.25",
+    "resnet8": "MLPerf Tiny ResNet8",
+    "add": "toy: add",
+    "add_mul": "toy: add and mul",
+    "linear": "toy: linear",
+    "mul": "toy: mul",
+    "softmax": "toy: softmax",
+    "conv1d": "toy: conv1d",
+    "sdpa": "toy: scaled_dot_product_attention",
+}
+#: ExecuTorch example models that need downloads (pretrained weights, tokenizers) or torchaudio.
+ET_UNAVAILABLE = {
+    "mv2": "downloads ImageNet weights (no hub access; tv:mobilenet_v2 / et:mv2_untrained are the same graph)",
+    "mv3": "downloads ImageNet weights (tv:mobilenet_v3_small is the same graph)",
+    "resnet18": "downloads ImageNet weights (tv:resnet18 is the same graph)",
+    "resnet50": "downloads ImageNet weights (tv:resnet50 is the same graph)",
+    "ic3": "downloads ImageNet weights (tv:inception_v3 is the same graph)",
+    "vit": "downloads ImageNet weights (tv:vit_b_16 is the same graph)",
+    "ic4": "downloads timm weights",
+    "deit_tiny": "downloads timm weights (hf:vit_tiny is a DeiT-tiny-sized ViT)",
+    "dl3": "downloads DeepLabV3 weights",
+    "edsr": "needs torchsr, which the lockfile does not hold",
+    "mobilebert": "downloads MobileBERT weights and tokenizer",
+    "w2l": TORCHAUDIO_UNAVAILABLE,
+    "emformer_transcribe": TORCHAUDIO_UNAVAILABLE,
+    "emformer_predict": TORCHAUDIO_UNAVAILABLE,
+    "emformer_join": TORCHAUDIO_UNAVAILABLE,
+}
+
+CORPUS: tuple[Case, ...] = (
+    *(Case(f"tv:{n}", "executorch suite: torchvision") for n in SUITE_TORCHVISION),
+    Case("tv:resnet18", "torchvision"),
+    *(Case(f"torchaudio:{n}", "executorch suite: torchaudio", TORCHAUDIO_UNAVAILABLE) for n in SUITE_TORCHAUDIO),
+    *(Case(f"et:{n}", "executorch examples", note=note) for n, note in ET_EXAMPLES.items()),
+    *(Case(f"et:{n}", "executorch examples", reason) for n, reason in ET_UNAVAILABLE.items()),
+    *(Case(f"hf:{n}", "hugging face (config, random weights)", note=note) for n, note in HF_NOTES.items()),
+)
+_BY_NAME = {c.name: c for c in CORPUS}
+
+
+def names(*, available: bool = True) -> list[str]:
+    """The corpus's names (only those that can run here, unless `available` is False)."""
+    return [c.name for c in CORPUS if not (available and c.unavailable)]
+
+
+def case(name: str) -> Case:
+    """The corpus entry called `name`; SystemExit naming the choices otherwise."""
+    if name not in _BY_NAME:
+        raise SystemExit(f"no corpus model {name!r}; choose from: {', '.join(names())}")
+    return _BY_NAME[name]
+
+
+def source_spec(name: str) -> str:
+    """The model-source spec a user would type: ``hf:NAME`` becomes ``hf:<hf_root>/NAME``."""
+    scheme, _, rest = name.partition(":")
+    return f"hf:{hf_folder(rest)}" if scheme == "hf" else name
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        yield
+
+
+def load(name: str) -> Model:
+    """Build corpus model `name` (seed 0): module in eval mode, example inputs, calibration."""
+    entry = case(name)
+    if entry.unavailable:
+        raise SystemExit(f"{name} is unavailable here: {entry.unavailable}")
+    ensure_torchvision_importable()
+    with _seeded(0):
+        module, inputs = _build(source_spec(name))
+    module.eval()
+    return Model(name, module, inputs, [inputs])
+
+
+def _build(spec: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    scheme, _, rest = spec.partition(":")
+    if scheme == "tv":
+        import torchvision  # type: ignore[import-untyped]
+
+        return torchvision.models.get_model(rest, weights=None), (torch.randn(1, 3, 224, 224),)
+    if scheme == "et":
+        from executorch.examples.models import MODEL_NAME_TO_MODEL
+        from executorch.examples.models.model_factory import EagerModelFactory
+
+        module, inputs, *_ = EagerModelFactory.create_model(*MODEL_NAME_TO_MODEL[rest])
+        return module, tuple(inputs)
+    if scheme == "hf":
+        return _hf_model(Path(rest))
+    raise SystemExit(f"unknown model source {spec!r}")
+
+
+class _FirstOutput(torch.nn.Module):
+    """A Hugging Face model called on one tensor, returning its first output (logits / hidden state)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(x, return_dict=False)
+        return out[0]
+
+
+def _hf_model(folder: Path) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForImageClassification,
+    )
+
+    config = AutoConfig.from_pretrained(folder)
+    architecture = (config.architectures or [""])[0]
+    if architecture.endswith("ImageClassification"):
+        model = AutoModelForImageClassification.from_pretrained(folder)
+        size = config.image_size
+        return _FirstOutput(model), (torch.randn(1, config.num_channels, size, size),)
+    causal = architecture.endswith("CausalLM") or architecture.endswith("LMHeadModel")
+    model = AutoModelForCausalLM.from_pretrained(folder, use_cache=False) if causal else AutoModel.from_pretrained(folder)
+    ids = torch.randint(0, config.vocab_size, (1, SEQUENCE_LENGTH))
+    return _FirstOutput(model), (ids,)

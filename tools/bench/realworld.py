@@ -1,0 +1,257 @@
+"""Benchmark: real models (`bench.corpus`), stock ExecuTorch vs lowerkit, side by side, whole flow.
+
+For each model x target, each side of `bench.realworld_flows` (``stock``: ExecuTorch's public-API
+flow; ``dropin``: the same code inside lowerkit's accelerators; ``api``: ``lower_to_arm`` /
+``lower_to_coreml``) runs in a fresh process per run, ``OMP_NUM_THREADS=1``. The worker pays its
+imports and builds the model before the clock starts; the clock covers export → quantize →
+``to_edge_transform_and_lower`` → ``to_executorch``. Sides alternate (stock, dropin, api, then the
+reverse), ``--repeat`` rounds; medians. Recorded per run: pass / fail (the error's first line),
+seconds per stage, peak RSS (``getrusage``), the 1-minute load average at its start; per case the
+``.pte`` sha256 (Arm: must be identical on every side) or the canonical Core ML payload digest
+(ExecuTorch writes a random identifier into each payload). A case that passes on one side only,
+or whose bytes differ, is printed loudly, flagged in the JSON and makes the exit code 1.
+
+``--shards N`` splits the cases into N groups (round-robin) and ``--shard K`` runs only group K
+(1-based), so a long run can be spread over invocations or machines and merged by `bench.report`;
+the JSON is rewritten after every case, so an interrupted run keeps what it measured.
+
+    python -m bench.realworld [--models tv:mobilenet_v2,hf:bert_tiny] [--targets TOSA-1.0+INT,coreml-fp16]
+        [--sides stock,dropin,api] [--repeat 1] [--shards 1 --shard 1] [--json OUT] [--list]
+    python -m bench.report OUT.json --write docs/benchmarks.md        # the Markdown table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import CORPUS, case
+from bench.realworld_flows import COREML_TARGETS, SIDES, TARGETS
+
+DEFAULT_MODELS = ("tv:mobilenet_v2", "tv:resnet18", "et:lstm", "hf:bert_tiny")
+DEFAULT_TARGETS = ("TOSA-1.0+INT", "coreml-fp16")
+
+
+def first_line(error: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
+
+
+def _preimport(side: str, target: str) -> None:
+    """Import what the side's flow uses, so the clock does not pay it."""
+    import executorch.exir
+    import torchao.quantization.pt2e.quantize_pt2e  # noqa: F401
+
+    if target in COREML_TARGETS:
+        if side == "stock":
+            import executorch.backends.apple.coreml.partition
+            import executorch.backends.apple.coreml.quantizer
+        else:
+            import lowerkit.coreml_preprocess
+            import lowerkit.coreml_quantizer
+    else:
+        import executorch.backends.arm.ethosu.partitioner
+        import executorch.backends.arm.quantizer
+        import executorch.backends.arm.tosa.partitioner  # noqa: F401
+
+        if side != "stock":
+            import lowerkit.arm_passes  # noqa: F401
+
+
+def worker(side: str, model_name: str, target: str, out: Path) -> None:
+    """Lower one case one side's way in this (fresh) process; write its record to `out` as JSON."""
+    import contextlib
+    import io
+    import logging
+
+    start = time.perf_counter()
+    logging.disable(logging.WARNING)
+    record: dict[str, Any] = {"side": side, "model": model_name, "target": target, "ok": False}
+    try:
+        from bench.corpus import load
+        from bench.realworld_flows import lower
+
+        _preimport(side, target)
+        record["imports_s"] = time.perf_counter() - start
+        mark = time.perf_counter()
+        model = load(model_name)
+        record["build_s"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):  # Vela and coremltools print progress
+            lowered = lower(side, model.module, model.example_inputs, target, model.calibration)
+        record["seconds"] = time.perf_counter() - mark
+        record.update(
+            ok=True, stages=lowered.stages, pte_sha256=lowered.pte_sha256, pte_bytes=len(lowered.pte),
+            payload_digests=lowered.payload_digests(), delegates=len(lowered.payloads),
+        )  # fmt: skip
+    except Exception as error:  # recorded, not raised: a failure is a result
+        record["error"] = first_line(error)
+        record["traceback"] = traceback.format_exc()[-3000:]
+    record["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.write_text(json.dumps(record))
+
+
+def run_side(side: str, model_name: str, target: str, timeout: float) -> dict[str, Any]:
+    """One fresh worker process; its record, with the load average at its start."""
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "record.json"
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        command = [sys.executable, "-m", "bench.realworld", "--worker", side, model_name, target, str(out)]
+        wall = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+            tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        except subprocess.TimeoutExpired:
+            tail = f"timeout after {timeout:.0f} s"
+        wall = time.perf_counter() - wall
+        record: dict[str, Any] = (
+            json.loads(out.read_text()) if out.exists()
+            else {"side": side, "model": model_name, "target": target, "ok": False, "error": f"worker died: {tail}"}
+        )  # fmt: skip
+    record.update(load_at_start=load, process_s=wall)
+    return record
+
+
+def summarize(model_name: str, target: str, runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
+    """Per side: medians, pass / fail, peak RSS; across sides: same bytes, ratios, one-sided failures."""
+    per_side: dict[str, Any] = {}
+    for side in sides:
+        mine = [r for r in runs if r["side"] == side]
+        ok = [r for r in mine if r["ok"]]
+        per_side[side] = {
+            "ok": bool(ok) and len(ok) == len(mine),
+            "error": next((r["error"] for r in mine if not r["ok"]), None),
+            "median_s": statistics.median(r["seconds"] for r in ok) if ok else None,
+            "seconds": [r["seconds"] for r in ok],
+            "stages": ok[0]["stages"] if ok else {},
+            "peak_rss_mb": max((r["peak_rss_mb"] for r in mine), default=None),
+            "pte_sha256": sorted({r["pte_sha256"] for r in ok}),
+            "payload_digests": sorted({json.dumps(r["payload_digests"]) for r in ok}),
+            "delegates": ok[0]["delegates"] if ok else None,
+            "pte_bytes": ok[0]["pte_bytes"] if ok else None,
+        }
+    passed = [s for s in sides if per_side[s]["ok"]]
+    coreml = target in COREML_TARGETS
+    key = "payload_digests" if coreml else "pte_sha256"
+    digests = {d for s in passed for d in per_side[s][key]}
+    stock = per_side.get("stock", {}).get("median_s")
+    ratios = {
+        s: stock / per_side[s]["median_s"] for s in passed if s != "stock" and stock and per_side[s]["median_s"]
+    }
+    one_sided = sorted(passed) if passed and len(passed) != len(sides) else []
+    return {
+        "model": model_name, "target": target, "group": case(model_name).group, "sides": per_side,
+        "compared": "canonical Core ML payload" if coreml else ".pte sha256",
+        "same": len(digests) == 1 if len(passed) > 1 else None,
+        "ratios": ratios, "passed_only_on": one_sided,
+        "load_at_start": [r["load_at_start"] for r in runs],
+    }  # fmt: skip
+
+
+def print_case(result: dict[str, Any]) -> None:
+    """One line per side, then the verdict (loud when bytes differ or a side alone failed)."""
+    print(f"{result['model']} {result['target']}:", flush=True)
+    for side, s in result["sides"].items():
+        median = f"{s['median_s']:.1f} s" if s["median_s"] is not None else "FAILED"
+        ratio = f" ({result['ratios'][side]:.2f}x)" if side in result["ratios"] else ""
+        error = f"  {s['error']}" if s["error"] else ""
+        rss = f"{s['peak_rss_mb']:.0f} MB" if s["peak_rss_mb"] else "-"
+        print(f"  {side:<7} {median:>10}{ratio:<10} peak {rss:>8}{error}", flush=True)
+    if result["same"] is False:
+        print(f"  !!! DIFFERENT {result['compared']} between sides", flush=True)
+    elif result["same"]:
+        print(f"  same {result['compared']} on every side", flush=True)
+    if result["passed_only_on"]:
+        print(f"  !!! passes only on {result['passed_only_on']}", flush=True)
+
+
+def machine() -> dict[str, Any]:
+    """Where and when: host, CPUs, load averages, library versions."""
+    import importlib.metadata as metadata
+
+    versions: dict[str, str | None] = {}
+    for name in ("torch", "executorch", "coremltools", "torchao", "torchvision", "transformers"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "host": platform.node(), "cpus": os.cpu_count(), "loadavg_at_start": list(os.getloadavg()),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "python": platform.python_version(),
+        "niceness": os.nice(0), "versions": versions,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", nargs=4, metavar=("SIDE", "MODEL", "TARGET", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="corpus names, comma-separated")
+    parser.add_argument("--targets", default=",".join(DEFAULT_TARGETS), help=", ".join(TARGETS))
+    parser.add_argument("--sides", default=",".join(SIDES), help="stock first; any of " + ", ".join(SIDES))
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--shards", type=int, default=1, help="split the cases into N groups")
+    parser.add_argument("--shard", type=int, default=0, help="run only group K of --shards (1-based; 0: all)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per worker process")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--list", action="store_true", help="print the corpus and exit")
+    args = parser.parse_args(argv)
+    if args.worker:
+        side, model_name, target, out = args.worker
+        worker(side, model_name, target, Path(out))
+        return 0
+    if args.list:
+        for entry in CORPUS:
+            print(f"{entry.name:<28} {entry.group:<40} {entry.unavailable or entry.note}")
+        return 0
+    models = [m for m in args.models.split(",") if m]
+    for name in models:
+        if case(name).unavailable:
+            raise SystemExit(f"{name} is unavailable here: {case(name).unavailable}")
+    targets = [t for t in args.targets.split(",") if t]
+    unknown = [t for t in targets if t not in TARGETS]
+    sides = [s for s in args.sides.split(",") if s]
+    if unknown or any(s not in SIDES for s in sides) or args.repeat < 1 or not 0 <= args.shard <= args.shards:
+        raise SystemExit(f"bad --targets / --sides / --repeat / --shard (targets: {', '.join(TARGETS)})")
+    cases = [(m, t) for m in models for t in targets]
+    groups = [cases[i :: args.shards] for i in range(args.shards)]
+    chosen = [c for i, g in enumerate(groups, 1) if args.shard in (0, i) for c in g]
+    report: dict[str, Any] = {"machine": machine(), "argv": sys.argv[1:] if argv is None else argv, "cases": []}
+    print(f"load average at start: {report['machine']['loadavg_at_start']}, {len(chosen)} cases", flush=True)
+    failures = 0
+    for model_name, target in chosen:
+        runs: list[dict[str, Any]] = []
+        for round_index in range(args.repeat):
+            for side in sides if round_index % 2 == 0 else list(reversed(sides)):
+                record = run_side(side, model_name, target, args.timeout)
+                runs.append(record)
+                status = f"{record['seconds']:.1f} s" if record["ok"] else f"FAILED {record['error']}"
+                print(f"  [{round_index + 1}/{args.repeat}] {model_name} {target} {side}: {status}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+        result = summarize(model_name, target, runs, sides)
+        report["cases"].append(result)
+        print_case(result)
+        failures += result["same"] is False or bool(result["passed_only_on"])
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(report, indent=1) + "\n")
+    report["machine"]["loadavg_at_end"] = list(os.getloadavg())
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""The lowering flows `bench.realworld` times and ``tests/real_models`` compares, one per side.
+
+Sides (`SIDES`):
+
+* ``stock``: what an ExecuTorch user writes with the public API only (aot_arm_compiler's flow):
+  export → quantize (the Arm / Core ML quantizer, ``prepare_pt2e``, calibrate, ``convert_pt2e``,
+  re-export) → ``to_edge_transform_and_lower`` with the partitioner (built after quantization: the
+  Arm quantizer adds ``transform_pipeline_config`` to the compile spec) → ``to_executorch``;
+* ``dropin``: the same code inside lowerkit's drop-in accelerators (Arm: ``accelerated_quantization()``
+  + ``accelerated_arm_pipeline()``, which holds ``accelerated_lowering()``; Core ML: lowerkit's
+  ``CoreMLQuantizer`` / ``CoreMLPartitioner`` for ExecuTorch's, inside ``accelerated_quantization()``
+  + ``accelerated_lowering()``);
+* ``api``: lowerkit's one call, ``lower_to_arm`` / ``lower_to_coreml``.
+
+Every flow returns a `Lowered`: the ``.pte`` bytes, the delegates' payloads and per-stage seconds.
+Core ML payloads are compared canonically (`canonical_payload`): ExecuTorch writes a random
+identifier into each. lowerkit's and ExecuTorch's Core ML backends cannot share a process, so a
+Core ML ``stock`` flow and a lowerkit one never run in the same interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "ARM_TARGETS",
+    "COREML_TARGETS",
+    "SIDES",
+    "TARGETS",
+    "Lowered",
+    "canonical_payload",
+    "canonical_payload_digest",
+    "lower",
+]
+
+ARM_TARGETS = ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256")
+#: Core ML targets, as the CLI names them: fp16, static int8 (iOS17), int8 weight-only (iOS17).
+COREML_TARGETS = ("coreml-fp16", "coreml-int8", "coreml-w8")
+TARGETS = ARM_TARGETS + COREML_TARGETS
+SIDES = ("stock", "dropin", "api")
+
+#: ExecuTorch's Core ML flows that quantize need iOS17 (its ``coreml_static_int8`` flow sets it).
+COREML_INT8_TARGET = "iOS17"
+INT8_WEIGHTS = {"mode": "linear_symmetric", "dtype": "int8", "granularity": "per_channel"}
+#: Metadata keys of a Core ML model spec that are not the model: coremltools' conversion date and
+#: lowerkit's pass-pipeline record (``lowerkit.coreml_preprocess.PIPELINE_METADATA_KEY``, written out:
+#: that package cannot be imported in a process holding ExecuTorch's Core ML backend).
+SPEC_METADATA_NOT_MODEL = ("com.github.apple.coremltools.conversion_date", "lowerkit.mil_pass_pipeline")
+
+
+@dataclass
+class Lowered:
+    """One lowering's result: ``.pte`` bytes, delegate payloads (in graph order), stage seconds."""
+
+    pte: bytes
+    payloads: list[bytes]
+    backend: str
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def pte_sha256(self) -> str:
+        return hashlib.sha256(self.pte).hexdigest()
+
+    def payload_digests(self) -> list[str]:
+        """sha256 of each payload (Arm: TOSA flatbuffers or Vela binaries); Core ML: canonical."""
+        if self.backend == "coreml":
+            return [canonical_payload_digest(p) for p in self.payloads]
+        return [hashlib.sha256(p).hexdigest() for p in self.payloads]
+
+
+class _Clock:
+    """Wall seconds per named stage (``with clock("export"): ...``)."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[stage] = self.stages.get(stage, 0.0) + time.perf_counter() - start
+
+
+def _delegate_payloads(edge: Any) -> list[bytes]:
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    module = edge.exported_program().graph_module
+    return [bytes(m.processed_bytes) for _, m in module.named_children() if isinstance(m, LoweredBackendModule)]
+
+
+def _calibrate(prepared: torch.fx.GraphModule, calibration: Sequence[tuple[Any, ...]]) -> None:
+    with torch.no_grad():
+        for batch in calibration:
+            prepared(*batch)
+
+
+# --- Arm --------------------------------------------------------------------------------------------------
+
+
+def _arm_objects(target: str) -> tuple[Any, Callable[[Any], Any], Callable[[Any], Any]]:
+    """ExecuTorch's compile spec for `target`, and its quantizer and partitioner classes."""
+    from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
+    from executorch.backends.arm.ethosu.partitioner import EthosUPartitioner
+    from executorch.backends.arm.quantizer import EthosUQuantizer, TOSAQuantizer
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+
+    if target.startswith("ethos-u"):
+        return EthosUCompileSpec(target), EthosUQuantizer, EthosUPartitioner
+    return TosaCompileSpec(target), TOSAQuantizer, TOSAPartitioner
+
+
+def arm_public_api(
+    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
+    clock: _Clock, quantization_scope: Callable[[], Any] = contextlib.nullcontext,
+    lowering_scope: Callable[[], Any] = contextlib.nullcontext,
+) -> Lowered:
+    """aot_arm_compiler's flow with ExecuTorch's public API; the scopes wrap quantization / lowering."""
+    from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    spec, quantizer_class, partitioner_class = _arm_objects(target)
+    with clock("export"):
+        program = torch.export.export(module, inputs)
+    if target != "TOSA-1.0+FP":
+        with clock("quantize"), quantization_scope():
+            quantizer = quantizer_class(spec)
+            quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+            # check_guards=False as lower_to_arm: DecomposeLayerNormPass cannot take the _guards_fn node.
+            prepared = prepare_pt2e(program.module(check_guards=False), quantizer)
+            _calibrate(prepared, calibration)
+            converted = convert_pt2e(prepared)
+        with clock("re-export"):
+            program = torch.export.export(converted, inputs)
+    with lowering_scope():
+        with clock("to_edge_transform_and_lower"):
+            edge = to_edge_transform_and_lower(program, partitioner=[partitioner_class(spec)])
+        payloads = _delegate_payloads(edge)
+        with clock("to_executorch"):
+            pte = bytes(edge.to_executorch().buffer)
+    return Lowered(pte, payloads, "arm", clock.stages)
+
+
+def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
+         calibration: Sequence[tuple[Any, ...]]) -> Lowered:
+    clock = _Clock()
+    if side == "stock":
+        return arm_public_api(module, inputs, target, calibration, clock)
+    if side == "dropin":
+        from lowerkit.arm_passes import accelerated_arm_pipeline
+        from lowerkit.pass_infra import accelerated_quantization
+
+        return arm_public_api(module, inputs, target, calibration, clock, accelerated_quantization,
+                              accelerated_arm_pipeline)  # fmt: skip
+    from lowerkit.arm_passes import lower_to_arm
+
+    with clock("lower_to_arm"):
+        result = lower_to_arm(module, inputs, target, calibration=calibration)
+    payloads = list(result.vela_binaries) if target.startswith("ethos-u") else list(result.tosa_flatbuffers)
+    return Lowered(result.pte, payloads, "arm", clock.stages)
+
+
+# --- Core ML ----------------------------------------------------------------------------------------------
+
+
+def _int8_config() -> Any:
+    """The static int8 config of ExecuTorch's Core ML flows (symmetric, per-channel weights)."""
+    from coremltools.optimize.torch.quantization.quantization_config import (
+        LinearQuantizerConfig,
+        QuantizationScheme,
+    )
+
+    return LinearQuantizerConfig.from_dict(
+        {
+            "global_config": {
+                "quantization_scheme": QuantizationScheme.symmetric,
+                "activation_dtype": torch.quint8,
+                "weight_dtype": torch.qint8,
+                "weight_per_channel": True,
+            }
+        }
+    )
+
+
+def _coreml_options(target: str) -> dict[str, Any]:
+    """``generate_compile_specs`` / ``CoreMLCompileOptions`` keywords per target (fp16 compute)."""
+    if target == "coreml-int8":
+        return {"minimum_deployment_target": COREML_INT8_TARGET}
+    if target == "coreml-w8":
+        return {"minimum_deployment_target": COREML_INT8_TARGET, "op_linear_quantizer_config": INT8_WEIGHTS}
+    return {}
+
+
+def coreml_public_api(
+    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
+    clock: _Clock, lowerkit: bool,
+) -> Lowered:
+    """Export → (int8: quantize, re-export) → to_edge_transform_and_lower → to_executorch.
+
+    ``lowerkit=False``: ExecuTorch's ``CoreMLQuantizer`` / ``CoreMLPartitioner``; True: lowerkit's,
+    with ``accelerated_quantization()`` and ``accelerated_lowering()`` around their stages.
+    """
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    options = _coreml_options(target)
+    quantization_scope: Callable[[], Any] = contextlib.nullcontext
+    lowering_scope: Callable[[], Any] = contextlib.nullcontext
+    if lowerkit:
+        from lowerkit.coreml_preprocess import CoreMLCompileOptions, CoreMLPartitioner
+        from lowerkit.coreml_quantizer import CoreMLQuantizer
+        from lowerkit.pass_infra import accelerated_lowering, accelerated_quantization
+
+        partitioner = CoreMLPartitioner(compile_specs=CoreMLCompileOptions(compute_precision="float16", **options))
+        quantizer_class: Any = CoreMLQuantizer
+        quantization_scope, lowering_scope = accelerated_quantization, accelerated_lowering
+    else:
+        import coremltools as ct
+        from executorch.backends.apple.coreml.compiler import CoreMLBackend
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner as StockPartitioner
+        from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer as StockQuantizer
+
+        kwargs = dict(options)
+        if "minimum_deployment_target" in kwargs:
+            kwargs["minimum_deployment_target"] = ct.target[kwargs["minimum_deployment_target"]]
+        specs = CoreMLBackend.generate_compile_specs(compute_precision=ct.precision.FLOAT16, **kwargs)
+        partitioner = StockPartitioner(compile_specs=specs)
+        quantizer_class = StockQuantizer
+    with clock("export"):
+        program = torch.export.export(module, inputs)
+    if target == "coreml-int8":
+        with clock("quantize"), quantization_scope():
+            prepared = prepare_pt2e(program.module(), quantizer_class(_int8_config()))
+            _calibrate(prepared, calibration)
+            converted = convert_pt2e(prepared)
+        with clock("re-export"):
+            program = torch.export.export(converted, inputs)
+    with lowering_scope():
+        with clock("to_edge_transform_and_lower"):
+            edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
+        payloads = _delegate_payloads(edge)
+        with clock("to_executorch"):
+            pte = bytes(edge.to_executorch().buffer)
+    return Lowered(pte, payloads, "coreml", clock.stages)
+
+
+def _coreml(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
+            calibration: Sequence[tuple[Any, ...]]) -> Lowered:
+    clock = _Clock()
+    if side != "api":
+        return coreml_public_api(module, inputs, target, calibration, clock, lowerkit=side == "dropin")
+    from lowerkit.coreml_preprocess import lower_to_coreml
+
+    recipe = {"coreml-fp16": "fp16", "coreml-int8": "int8", "coreml-w8": "w8"}[target]
+    with clock("lower_to_coreml"):
+        result = lower_to_coreml(module, inputs, recipe, calibration=calibration)
+    return Lowered(result.pte, list(result.payloads), "coreml", clock.stages)
+
+
+def lower(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
+          calibration: Sequence[tuple[Any, ...]]) -> Lowered:
+    """Lower `module` for `target` (`TARGETS`) the `side` way (`SIDES`)."""
+    if side not in SIDES:
+        raise ValueError(f"unknown side {side!r}; use one of {SIDES}")
+    if target in COREML_TARGETS:
+        return _coreml(side, module, inputs, target, calibration)
+    if target in ARM_TARGETS:
+        return _arm(side, module, inputs, target, calibration)
+    raise ValueError(f"unknown target {target!r}; use one of {TARGETS}")
+
+
+# --- The canonical Core ML payload ------------------------------------------------------------------------
+
+
+def _canonical_spec(data: bytes) -> bytes:
+    import coremltools as ct
+
+    spec = ct.proto.Model_pb2.Model()
+    spec.ParseFromString(data)
+    metadata = spec.description.metadata.userDefined
+    for key in SPEC_METADATA_NOT_MODEL:
+        if key in metadata:
+            del metadata[key]
+    return bytes(spec.SerializeToString(deterministic=True))
+
+
+def canonical_payload(processed: bytes) -> dict[str, bytes]:
+    """A Core ML payload's files, minus what is not the model (as tests/coreml_preprocess compares).
+
+    The model spec serialized deterministically without the conversion date and lowerkit's pipeline
+    record; ``metadata.json`` without its ``identifier``; the package manifest's item entries without
+    their ids (sorted); every other file (weights, debug info) as it is.
+    """
+    from executorch.backends.apple.coreml import executorchcoreml  # readable by both sides
+
+    files: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        executorchcoreml.unflatten_directory_contents(processed, tmp)
+        root = Path(tmp)
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            name = str(path.relative_to(root))
+            data = path.read_bytes()
+            if name.endswith(".mlmodel"):
+                data = _canonical_spec(data)
+            elif name.endswith("metadata.json") and "mlpackage" not in name:
+                meta = json.loads(data)
+                meta.pop("identifier", None)
+                data = json.dumps(meta, sort_keys=True).encode()
+            elif name.endswith("Manifest.json"):
+                entries = json.loads(data).get("itemInfoEntries", {}).values()
+                data = json.dumps(sorted(json.dumps(e, sort_keys=True) for e in entries)).encode()
+            files[name] = data
+    return files
+
+
+def canonical_payload_digest(processed: bytes) -> str:
+    """sha256 over `canonical_payload` (names and contents)."""
+    digest = hashlib.sha256()
+    for name, data in canonical_payload(processed).items():
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
