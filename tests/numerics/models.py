@@ -4,6 +4,17 @@
 gives block1's output one scale for all channels, so the seven kept channels get a handful of
 levels: block1's whole-tensor SQNR looks fine (the outlier carries the energy), the damage
 shows one op later (block1.2) and travels to the output. Keeping block1 in float fixes it.
+
+The three outlier shapes of real models, each set the scale of a layer whose next op (a slice,
+its own module) drops the outlier, so that in float it never matters:
+
+- `offset`: conv `stem`'s channel 3 sits near 40 with a small spread (one large bias);
+- `wide`: conv `stem`'s channel 2 has 40x larger weights (a wide spread around zero);
+- `heavy_tailed`: a token layer `proj` whose channel 5 is ordinary but for one token at ~60
+  (the "massive activation" of transformers), and the next op drops that token.
+
+On Arm the slice shares the producer's quantization parameters, so keeping `stem` (or `proj`)
+alone in float still quantizes its output with the outlier in range: the fix is the pair.
 """
 
 from __future__ import annotations
@@ -52,6 +63,109 @@ def outlier() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 def calibration() -> list[tuple[torch.Tensor, ...]]:
     """Calibration batches for `outlier`: the example input and three more."""
     return [_inputs(seed) for seed in (1, 2, 3, 4)]
+
+
+#: The layer that sets the scale in `offset` and `wide`, and the slice after it.
+STEM, PICK = "stem", "pick"
+#: The layer that sets the scale in `heavy_tailed`, and the slice after it.
+PROJ, DROP = "proj", "drop"
+
+
+class KeepChannels(torch.nn.Module):
+    """x[:, :count]: the channels before `count`."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, : self.count]
+
+
+class StemPickHead(torch.nn.Module):
+    """conv `stem` (3 -> 8), `pick` (its channels 0..2), conv + relu `head` (3 -> 8)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.pick = KeepChannels(3)
+        self.head = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.pick(self.stem(x)))
+
+
+def offset() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`StemPickHead` whose stem channel 3 sits at ~40 with a spread of ~0.1 (a large bias)."""
+    torch.manual_seed(0)
+    model = StemPickHead().eval()
+    with torch.no_grad():
+        model.stem.weight[3] *= 0.05
+        model.stem.bias[3] = 40.0
+    return model, _inputs(1)
+
+
+def wide() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`StemPickHead` whose stem channel 3 has 40x larger weights (spans about +-20 around zero)."""
+    torch.manual_seed(0)
+    model = StemPickHead().eval()
+    with torch.no_grad():
+        model.stem.weight[3] *= 40.0
+        model.stem.bias[3] = 0.0
+    return model, _inputs(1)
+
+
+TOKENS, FEATURES = 32, 16
+
+
+class Spiky(torch.nn.Module):
+    """A linear layer plus a fixed per-(token, feature) offset: channel 5 of token 0 at ~60."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(FEATURES, FEATURES)
+        spike = torch.zeros(TOKENS, FEATURES)
+        spike[0, 5] = 60.0
+        self.spike = torch.nn.Parameter(spike)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) + self.spike
+
+
+class DropFirstToken(torch.nn.Module):
+    """x[:, 1:]: every token but the first."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 1:]
+
+
+class HeavyTailed(torch.nn.Module):
+    """`proj` (Spiky), `drop` (its first token), linear `head`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = Spiky()
+        self.drop = DropFirstToken()
+        self.head = torch.nn.Linear(FEATURES, FEATURES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.drop(self.proj(x)))
+
+
+def _tokens(seed: int) -> tuple[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.rand(1, TOKENS, FEATURES, generator=generator) * 2 - 1,)
+
+
+def heavy_tailed() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`HeavyTailed` and its example input."""
+    torch.manual_seed(0)
+    return HeavyTailed().eval(), _tokens(1)
+
+
+def token_calibration() -> list[tuple[torch.Tensor, ...]]:
+    """Calibration batches for `heavy_tailed`."""
+    return [_tokens(seed) for seed in (1, 2, 3, 4)]
 
 
 class NothingToQuantize(torch.nn.Module):

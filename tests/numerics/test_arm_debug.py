@@ -20,7 +20,7 @@ def report() -> DebugReport:
 def test_culprit_is_named_first(report: DebugReport) -> None:
     assert report.culprits()[0] == CULPRIT
     assert [x.name for x in report.flagged] == [CULPRIT]
-    assert report.advice()[0].startswith(f"{CULPRIT} (aten.conv2d): channel 0 spans")
+    assert report.advice()[0].startswith(f"{CULPRIT} (aten.conv2d): channel 0 sits at")
 
 
 def test_culprit_looks_fine_alone_and_the_damage_shows_one_op_later(report: DebugReport) -> None:

@@ -22,10 +22,12 @@ from lowerkit.coreml_preprocess.lowering import lower_to_coreml
 from lowerkit.coreml_preprocess.quantize import quantize_static_int8
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.layers.advise import advise_keep_float
+from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
 from lowerkit.pass_infra.layers.metrics import tensor_error
 from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
-from lowerkit.pass_infra.layers.ranges import range_diagnostic
-from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
+from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
+from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
 from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values, outputs_on
 
 __all__ = ["COREML_NOT_EXECUTED", "NoQuantizedLayerError", "debug_coreml", "debug_coreml_weights"]
@@ -60,11 +62,16 @@ def debug_coreml(
     threshold_db: float = 20.0,
     scan: int = 5,
     model_name: str = "model",
+    target_sqnr_db: float = DEFAULT_TARGET_DB,
+    search: int = 6,
 ) -> DebugReport:
     """Compare every quantized layer of a Core ML int8 lowering with float; see the module docstring.
 
-    Flags ranges one channel dominates, finds the first layer under `threshold_db` and, for the
-    `scan` layers most to blame, measures the output gain of keeping each in float.
+    Flags ranges a few channels set (offset, wide or heavy-tailed channels), finds the first
+    layer under `threshold_db`, charges the error a data-movement op shows to the layer whose
+    quantization made it and, for the `scan` layers most to blame, measures the output gain of
+    keeping each in float; with `search` > 0 more trials look for the smallest keep-float set
+    that brings the output to `target_sqnr_db` (``report.keep_float_advice``).
     """
     inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
@@ -98,7 +105,8 @@ def debug_coreml(
         layers.append(
             LayerNumerics(
                 name=point.name, op=point.op, index=index, error=error, stages={FLOAT_VS_QUANTIZED: error},
-                scale=point.scale, inputs=point.inputs, range=range_diagnostic(reference, point.scale),
+                scale=point.scale, inputs=point.inputs,
+                range=range_diagnostic(reference, point.scale, channel_axis(point.op, reference.dim()), point.levels),
                 weight_sqnr_db=weight, keepable=point.module in keepable,
             )
         )
@@ -126,7 +134,12 @@ def debug_coreml(
         threshold=threshold_db,
         notes=notes,
     )
-    report.sensitivity = _scan(report, float_program, batches, samples, keep_float, scan, reference_outputs)
+
+    def evaluate(names: tuple[str, ...]) -> float:
+        converted = quantize_static_int8(float_program, samples, (*keep_float, *names))
+        return sqnr_db(reference_outputs, outputs_on(converted, batches))
+
+    advise_keep_float(report, evaluate, scan=scan, search=search, target_db=target_sqnr_db)
     return report
 
 
@@ -174,34 +187,6 @@ def _folded_weight(op: torch.fx.Node, values: dict[str, torch.Tensor]) -> torch.
     bias = values.get(getattr(op.args[2], "name", "")) if len(op.args) > 2 else None
     folded, _ = fuse_conv_bn_weights(weight, bias, mean, var, float(norm.args[eps_arg]), gamma, beta)
     return folded.detach()
-
-
-def _scan(
-    report: DebugReport,
-    float_program: ExportedProgram,
-    batches: list[tuple[Any, ...]],
-    samples: list[tuple[Any, ...]],
-    keep_float: Sequence[str],
-    count: int,
-    reference: list[torch.Tensor],
-) -> list[Sensitivity]:
-    """For the layers most to blame, the output SQNR of the quantized program with each kept in float."""
-    if count <= 0:
-        return []
-    by_name = {x.name: x for x in report.layers}
-    modules: list[str] = []
-    for name in report.culprits(len(report.layers)):
-        module = name.split(":")[0]
-        if by_name[name].keepable and module not in modules and module not in keep_float:
-            modules.append(module)
-        if len(modules) == count:
-            break
-    results = []
-    for module in modules:
-        converted = quantize_static_int8(float_program, samples, (*keep_float, module))
-        output = sqnr_db(reference, outputs_on(converted, batches))
-        results.append(Sensitivity(module, output, output - report.output_sqnr_db))
-    return sorted(results, key=lambda s: -s.gain_db)
 
 
 #: Weight-only recipes: the first layer whose decoded weight is under this SQNR (dB).

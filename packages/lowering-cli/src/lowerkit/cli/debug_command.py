@@ -33,6 +33,14 @@ def _debuggable(target: targets.Target) -> bool:
 @click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable).")
 @click.option("--threshold", type=float, help="Where the error starts: output quanta (Arm, default 1) or dB (Core ML, default 20).")
 @click.option("--scan", type=click.IntRange(min=0), default=5, show_default=True, help="Layers to try in float (0: none).")
+@click.option(
+    "--target-sqnr", "target_sqnr", type=float, default=30.0, show_default=True,
+    help="Output SQNR (dB) the keep-float advice aims for: the smallest set of layers to keep in float that reaches it.",
+)
+@click.option(
+    "--search", type=click.IntRange(min=0), default=6, show_default=True,
+    help="Trial lowerings for the keep-float set search beyond the single-layer scan (0: single layers only).",
+)
 @click.option("--top", type=click.IntRange(min=1), default=12, show_default=True, help="Table rows to print.")
 @click.option(
     "--bisect", is_flag=True,
@@ -49,6 +57,8 @@ def debug_command(
     keep_float: tuple[str, ...],
     threshold: float | None,
     scan: int,
+    target_sqnr: float,
+    search: int,
     top: int,
     bisect: bool,
     quiet: bool,
@@ -76,7 +86,7 @@ def debug_command(
     batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
-        report = _run(source, target.name, batches, names, threshold, scan, bisect)
+        report = _run(source, target.name, batches, names, threshold, scan, bisect, target_sqnr, search)
     report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
     report.summary["commands"] = _commands(model, target.name, calibration, names, report)
     for warning in warnings:
@@ -96,7 +106,7 @@ def debug_command(
 
 def _run(
     source: Any, target: str, batches: list[Any], names: tuple[str, ...], threshold: float | None, scan: int,
-    bisect: bool = False,
+    bisect: bool = False, target_sqnr: float = 30.0, search: int = 6,
 ) -> Any:
     from lowerkit.cli.lowering import _as_lowering_error
 
@@ -120,6 +130,7 @@ def _run(
                 return debug_coreml(
                     model, source.example_inputs, calibration=batches or None, keep_float=names,
                     threshold_db=20.0 if threshold is None else threshold, scan=scan, model_name=source.name,
+                    target_sqnr_db=target_sqnr, search=search,
                 )
             except CoreMLNone as error:
                 raise UsageError(str(error)) from None
@@ -130,7 +141,7 @@ def _run(
             return debug_arm(
                 model, source.example_inputs, ARM_TARGET_NAMES[target], calibration=batches or None,
                 keep_float=names, threshold_quanta=1.0 if threshold is None else threshold, scan=scan,
-                model_name=source.name, bisect=True if bisect else None,
+                model_name=source.name, bisect=True if bisect else None, target_sqnr_db=target_sqnr, search=search,
             )
         except NoQuantizedLayerError as error:
             raise UsageError(str(error)) from None
@@ -150,15 +161,20 @@ def _commands(model: str, target: str, calibration: Path | None, names: tuple[st
     if getattr(report, "bisection", None) is not None:
         base.append("--bisect")
     commands = [shlex.join(base)]
+    advice = getattr(report, "keep_float_advice", None)
     gains = [s for s in report.sensitivity if s.gain_db > 0.5]
-    if gains:
-        best = max(gains, key=lambda s: s.gain_db)
-        lower = ["lowerkit", "lower", model, "-t", target, "-o", "model.pte", "--verify"]
-        if calibration is not None:
-            lower += ["--calibration", str(calibration)]
-        for name in (*names, best.name):
-            lower += ["--keep-float", name]
-        commands.append(shlex.join(lower))
+    if advice is not None and advice.helps:
+        kept: tuple[str, ...] = tuple(advice.names)
+    elif gains:
+        kept = (max(gains, key=lambda s: s.gain_db).name,)
+    else:
+        return commands
+    lower = ["lowerkit", "lower", model, "-t", target, "-o", "model.pte", "--verify"]
+    if calibration is not None:
+        lower += ["--calibration", str(calibration)]
+    for name in (*names, *kept):
+        lower += ["--keep-float", name]
+    commands.append(shlex.join(lower))
     return commands
 
 
@@ -166,6 +182,14 @@ def _number(value: float | None, digits: int = 1) -> str:
     if value is None:
         return "-"
     return f"{value:.{digits}f}" if math.isfinite(value) else str(value)
+
+
+def _range_flag(report: Any, layer: Any) -> str:
+    """The table's last column: the range verdict, or the producer a data-movement layer's error comes from."""
+    if layer.range is not None and layer.range.flagged:
+        return f"{layer.range.kind} channel {layer.range.channel} sets the scale"
+    producer = report.producer(layer)
+    return f"error from {producer.name}" if producer is not None and report.added_db(layer) > 0.5 else ""
 
 
 def table(report: Any, top: int) -> list[str]:
@@ -176,7 +200,7 @@ def table(report: Any, top: int) -> list[str]:
         f"{'layer':<28} {'op':<18} {'SQNR dB':>8} {'max err':>9} {'quanta':>8} {'cosine':>8} {'added dB':>9}  range",
     ]
     for layer in report.worst_first()[:top]:
-        flag = f"channel {layer.range.channel} dominates" if layer.range is not None and layer.range.flagged else ""
+        flag = _range_flag(report, layer)
         lines.append(
             f"{layer.name[:28]:<28} {layer.op[:18]:<18} {_number(layer.error.sqnr_db):>8} "
             f"{layer.error.max_abs_error:>9.3g} {_number(layer.error.max_error_quanta):>8} "
@@ -187,6 +211,11 @@ def table(report: Any, top: int) -> list[str]:
     lines += [f"advice: {line}" for line in report.advice()]
     for result in report.sensitivity:
         lines.append(f"keep {result.name} in float: output {_number(result.output_sqnr_db)} dB ({result.gain_db:+.1f} dB)")
+    advice = getattr(report, "keep_float_advice", None)
+    if advice is not None:
+        for trial in advice.trials:
+            if len(trial.names) > 1:
+                lines.append(f"keep {', '.join(trial.names)} in float: output {_number(trial.output_sqnr_db)} dB")
     if getattr(report, "bisection", None) is not None:
         lines.append(report.bisection.line())
     lines += [f"note: {note}" for note in report.notes]

@@ -81,6 +81,30 @@ def bisection_section(report: Any) -> str:
     )
 
 
+def _range_cell(report: Any, layer: Any) -> str:
+    """The range verdict of a flagged layer, or where a data-movement layer's error comes from."""
+    if layer.range is not None and layer.range.flagged:
+        return str(layer.range.describe())
+    producer = report.producer(layer)
+    return f"error from {producer.name}'s quantization (this op only moves data)" if producer is not None else ""
+
+
+def search_section(report: Any) -> str:
+    """The keep-float search's section: its answer and every trial lowering, or "" when none was run."""
+    advice = getattr(report, "keep_float_advice", None)
+    if advice is None:
+        return ""
+    rows = "".join(
+        f'<tr><td class="l">{html.escape(", ".join(t.names))}</td><td>{_n(t.output_sqnr_db)}</td>'
+        f"<td>{t.output_sqnr_db - advice.baseline_db:+.1f}</td></tr>"
+        for t in advice.trials
+    )
+    return (
+        f"<h2>Keep-float search (target {advice.target_db:g} dB)</h2><p><b>{html.escape(advice.line())}</b></p>"
+        f"<table><tr><th>kept in float</th><th>output SQNR dB</th><th>gain dB</th></tr>{rows}</table>"
+    )
+
+
 def render(report: Any) -> str:
     """The whole page."""
     data = report.to_json()
@@ -94,7 +118,7 @@ def render(report: Any) -> str:
             f'<td class="l">{html.escape(layer.op)}</td><td>{layer.index}</td><td>{_n(layer.error.sqnr_db)}</td>'
             f"<td>{layer.error.max_abs_error:.3g}</td><td>{_n(layer.error.max_error_quanta)}</td>"
             f"<td>{layer.error.cosine:.4f}</td><td>{_n(row['added_db'])}</td><td>{_n(layer.weight_sqnr_db)}</td>"
-            f'<td class="l">{html.escape(layer.range.describe()) if flagged and layer.range else ""}</td>'
+            f'<td class="l">{html.escape(_range_cell(report, layer))}</td>'
             f'<td class="l">{html.escape(stages)}</td></tr>'
         )
     sensitivity = "".join(
@@ -115,6 +139,7 @@ first layer over it: <b>{html.escape(first or "none")}</b>.</p>
 <table><tr><th>layer</th><th>op</th><th>#</th><th>SQNR dB</th><th>max abs error</th><th>max error (quanta)</th>
 <th>cosine</th><th>added dB</th><th>weight SQNR dB</th><th>range</th><th>stages</th></tr>{"".join(rows)}</table>
 {bisection_section(report)}
+{search_section(report)}
 <h2>Sensitivity: one layer kept in float</h2>
 <table><tr><th>layer</th><th>output SQNR dB</th><th>gain dB</th></tr>{sensitivity}</table>
 <h2>Reproduce</h2>{commands}

@@ -27,10 +27,12 @@ from lowerkit.arm_passes.numerics.tosa_tensors import (
 from lowerkit.arm_passes.reference import run_tosa_reference, verify_on_reference_model
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.layers.advise import advise_keep_float
+from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
 from lowerkit.pass_infra.layers.metrics import tensor_error
 from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
-from lowerkit.pass_infra.layers.ranges import range_diagnostic
-from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
+from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
+from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
 from lowerkit.pass_infra.layers.values import (
     layer_name,
     module_path,
@@ -111,13 +113,18 @@ def debug_arm(
     scan: int = 5,
     model_name: str = "model",
     bisect: bool | None = None,
+    target_sqnr_db: float = DEFAULT_TARGET_DB,
+    search: int = 6,
 ) -> DebugReport:
     """Compare every quantized layer along an Arm INT lowering: float eager, the fake-quantized
     torch program, and the TOSA reference model's intermediate tensors of the lowered flatbuffer.
 
-    Then flag ranges one channel dominates, find where the error first exceeds
-    `threshold_quanta` (in each layer's output quanta) and, for the `scan` layers most to blame,
-    measure the output gain of keeping each in float (in the quantized torch program).
+    Then flag ranges a few channels set (offset, wide or heavy-tailed channels), find where the
+    error first exceeds `threshold_quanta` (in each layer's output quanta), charge the error a
+    data-movement op shows to the layer whose quantization made it, and, for the `scan` layers
+    most to blame, measure the output gain of keeping each in float (in the quantized torch
+    program); with `search` > 0 more trials look for the smallest keep-float set that brings the
+    output to `target_sqnr_db` (``report.keep_float_advice``).
     Where the TOSA graph and the fake-quant program disagree by more than `threshold_quanta`
     (or with `bisect=True`; never with False), the Arm pass pipeline is bisected
     (``report.bisection``: the first pass after which the outputs differ).
@@ -199,8 +206,15 @@ def debug_arm(
         notes.append("pass bisection not run: it needs one fully delegated partition, as the TOSA comparison does")
     states.clear()  # the graph copies are not needed past here
     start = time.perf_counter()
-    report.sensitivity = _scan(report, float_program, inputs, target, calibration, keep_float, scan)
-    seconds["sensitivity scan"] = time.perf_counter() - start
+    batches = _batches(inputs, calibration)
+    reference = outputs_on(float_program, batches)
+
+    def evaluate(names: tuple[str, ...]) -> float:
+        program = quantized_program(float_program, inputs, target, calibration=calibration, keep_float=(*keep_float, *names))
+        return sqnr_db(reference, outputs_on(program, batches))
+
+    advise_keep_float(report, evaluate, scan=scan, search=search, target_db=target_sqnr_db)
+    seconds["keep-float search" if report.keep_float_advice is not None else "sensitivity scan"] = time.perf_counter() - start
     summary["seconds"] = {k: round(v, 1) for k, v in seconds.items()}
     return report
 
@@ -289,42 +303,9 @@ def _layer(
         stages=stages,
         scale=point.scale,
         inputs=point.inputs,
-        range=range_diagnostic(reference, point.scale),
+        range=range_diagnostic(reference, point.scale, channel_axis(point.op, reference.dim()), point.levels),
         keepable=point.module in keepable,
     )
-
-
-def _scan(
-    report: DebugReport,
-    model: Any,
-    inputs: tuple[Any, ...],
-    target: str,
-    calibration: Sequence[Sequence[Any]] | None,
-    keep_float: Sequence[str],
-    count: int,
-) -> list[Sensitivity]:
-    """For the layers most to blame, the output SQNR with each kept in float (quantized torch program)."""
-    if count <= 0:
-        return []
-    by_name = {x.name: x for x in report.layers}
-    modules = []
-    for name in report.culprits(len(report.layers)):
-        layer = by_name[name]
-        module = name.split(":")[0]
-        if layer.keepable and module not in modules and module not in keep_float:
-            modules.append(module)
-        if len(modules) == count:
-            break
-    if not modules:
-        return []
-    batches = _batches(inputs, calibration)
-    reference = outputs_on(_float_program(model, inputs), batches)
-    results = []
-    for module in modules:
-        program = quantized_program(model, inputs, target, calibration=calibration, keep_float=(*keep_float, module))
-        output = sqnr_db(reference, outputs_on(program, batches))
-        results.append(Sensitivity(module, output, output - report.output_sqnr_db))
-    return sorted(results, key=lambda s: -s.gain_db)
 
 
 #: TOSA FP: the first layer under this SQNR (dB) against eager is where the error starts.

@@ -40,6 +40,8 @@ class QuantPoint:
     module: str
     #: The names of the layers whose quantized outputs feed this one.
     inputs: tuple[str, ...]
+    #: The quantization levels of the output (256 for int8, 65536 for int16).
+    levels: int = 256
 
 
 def _group(last: torch.fx.Node) -> list[torch.fx.Node]:
@@ -99,6 +101,12 @@ def _feeding_quantizes(group: list[torch.fx.Node]) -> list[str]:
     return found
 
 
+def _levels(quantize: torch.fx.Node) -> int:
+    """quant_max - quant_min + 1 of a quantize_per_tensor call (256 when they are not constants)."""
+    low, high = (quantize.args[3], quantize.args[4]) if len(quantize.args) > 4 else (None, None)
+    return int(high) - int(low) + 1 if isinstance(low, int) and isinstance(high, int) else 256
+
+
 def quant_points(graph: torch.fx.Graph) -> list[QuantPoint]:
     """Every activation quantize of a converted graph whose input an op computed, in graph order."""
     raw = []
@@ -135,6 +143,7 @@ def quant_points(graph: torch.fx.Graph) -> list[QuantPoint]:
                 group=tuple(n.name for n in group),
                 module=path,
                 inputs=inputs,
+                levels=_levels(quantize),
             )
         )
     return result

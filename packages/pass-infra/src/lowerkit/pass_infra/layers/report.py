@@ -6,14 +6,18 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from lowerkit.pass_infra.layers.keep_float import KeepFloatAdvice
 from lowerkit.pass_infra.layers.metrics import TensorError
 from lowerkit.pass_infra.layers.ranges import RangeDiagnostic
+from lowerkit.pass_infra.layers.values import moves_data
 
-__all__ = ["CLEAN_DB", "Bisection", "DebugReport", "LayerNumerics", "Sensitivity"]
+__all__ = ["CLEAN_DB", "MOVED_DB", "Bisection", "DebugReport", "LayerNumerics", "Sensitivity"]
 
 #: The SQNR a layer with no quantized input starts from (and the cap of every SQNR compared):
 #: int8 rounding alone stays below it.
 CLEAN_DB = 60.0
+#: A data-movement layer losing at least this much (one bit) shows its producer's quantization error.
+MOVED_DB = 6.0
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,7 @@ class LayerNumerics:
         row["inputs"] = list(self.inputs)
         row["added_db"] = None
         if self.range is not None:
-            row["range"] = {
-                "channel": self.range.channel,
-                "dominance": _finite(self.range.dominance),
-                "starved_share": self.range.starved_share,
-                "flagged": self.range.flagged,
-            }
+            row["range"] = self.range.to_json()
         if self.weight_sqnr_db is not None:
             row["weight_sqnr_db"] = _finite(self.weight_sqnr_db)
         row["keepable"] = self.keepable
@@ -115,6 +114,8 @@ class DebugReport:
     summary: dict[str, Any] = field(default_factory=dict)
     #: Which lowering pass first changes the outputs, where one was searched for (else None).
     bisection: Bisection | None = None
+    #: The smallest keep-float set found that reaches the target output SQNR, where searched.
+    keep_float_advice: KeepFloatAdvice | None = None
 
     def added_db(self, layer: LayerNumerics) -> float:
         """How much SQNR the layer loses against the worst of its inputs (0 for none)."""
@@ -150,30 +151,101 @@ class DebugReport:
         """Layers whose quantized range one channel dominates, along the network."""
         return [x for x in self.layers if x.range is not None and x.range.flagged]
 
+    def producer(self, layer: LayerNumerics) -> LayerNumerics | None:
+        """For a data-movement layer (slice, view, permute, cat, pad...: it adds no error of its
+        own), the layer whose quantization its values come from, looking through other
+        data-movement layers (of several inputs, the coarsest-scaled one); None for other layers."""
+        if not moves_data(layer.op):
+            return None
+        by_name = {x.name: x for x in self.layers}
+        seen = {layer.name}
+        current = layer
+        while moves_data(current.op):
+            inputs = [by_name[n] for n in current.inputs if n in by_name and n not in seen]
+            if not inputs:
+                return None
+            current = max(inputs, key=lambda x: x.scale or 0.0)
+            seen.add(current.name)
+        return current
+
+    def moved_error(self) -> LayerNumerics | None:
+        """The data-movement layer showing the most error of its producer's making (at least
+        MOVED_DB of it), or None."""
+        moved = [x for x in self.layers if self.producer(x) is not None and self.added_db(x) >= MOVED_DB]
+        return max(moved, key=self.added_db, default=None)
+
+    def blamed(self, layer: LayerNumerics) -> LayerNumerics:
+        """The layer whose quantization made `layer`'s error: its producer for a data-movement layer."""
+        return self.producer(layer) or layer
+
     def culprits(self, count: int = 5) -> list[str]:
-        """Layers to look at first: range-flagged ones, then those adding the most error."""
+        """Layers to look at first: range-flagged ones, then those adding the most error (a
+        data-movement layer's error charged to its producer, named just before it)."""
         names: list[str] = [x.name for x in self.flagged]
-        names += [x.name for x in self.worst_first() if x.name not in names]
+        for layer in self.worst_first():
+            names += [n for n in (self.blamed(layer).name, layer.name) if n not in names]
         return names[:count]
+
+    def keep_float_candidates(self, count: int) -> list[tuple[str, ...]]:
+        """What a keep-float search tries, culprits first: up to `count` modules alone, and after
+        each producer the group of it and the data-movement layers sharing its scale."""
+        by_name = {x.name: x for x in self.layers}
+        singles: list[str] = []
+        groups: list[tuple[str, ...]] = []
+        for name in self.culprits(len(self.layers)):
+            layer = by_name[name]
+            module = name.split(":")[0]
+            if layer.keepable and module not in singles:
+                singles.append(module)
+                group = self._sharing_group(self.blamed(layer))
+                if len(group) > 1 and group not in groups:
+                    groups.append(group)
+            if len(singles) == count:
+                break
+        candidates: list[tuple[str, ...]] = [(m,) for m in singles]
+        return candidates + groups
+
+    def _sharing_group(self, producer: LayerNumerics) -> tuple[str, ...]:
+        """`producer`'s module and those of the keepable data-movement layers fed by it with its scale."""
+        names = [producer.name.split(":")[0]] if producer.keepable else []
+        for layer in self.layers:
+            same = layer.scale is not None and producer.scale is not None and math.isclose(layer.scale, producer.scale)
+            if layer.keepable and same and self.producer(layer) is producer:
+                module = layer.name.split(":")[0]
+                names += [module] if module not in names else []
+        return tuple(names)
 
     def advice(self) -> list[str]:
         """Sentences for the user, the culprit first."""
         lines = []
         for layer in self.flagged:
             lines.append(f"{layer.name} ({layer.op}): {layer.range.describe() if layer.range else ''}")
+        moved = self.moved_error()
+        source = self.producer(moved) if moved is not None else None
+        if moved is not None and source is not None:
+            lines.append(
+                f"the error appears at {moved.name} ({moved.op}, {self.added_db(moved):.1f} dB lost), which only moves "
+                f"data and adds no error of its own: its values are quantized as {source.name}'s output "
+                f"({source.op}), so {source.name}'s quantization range is what loses it"
+            )
         first = self.first_over_threshold
         if first is not None:
             unit = "output quanta" if self.threshold_kind == "quanta" else "dB"
             error = self.thresholded(first)
             value = error.max_error_quanta if self.threshold_kind == "quanta" else error.sqnr_db
             what = f"{self.threshold_stage} error" if self.threshold_stage else "error"
+            origin = self.producer(first)
             lines.append(
                 f"the {what} first crosses the threshold ({self.threshold:g} {unit}) at {first.name} "
-                f"({value:.3g} {unit})"
+                f"({value:.3g} {unit})" + (f", made by {origin.name}'s quantization" if origin is not None else "")
             )
         found = self.bisection.advice() if self.bisection is not None else None
         if found:
             lines.append(found)
+        if self.keep_float_advice is not None:
+            lines.append(self.keep_float_advice.line())
+            if self.keep_float_advice.names:
+                return lines
         gains = [s for s in self.sensitivity if s.gain_db > 0.5]
         if gains:
             best = max(gains, key=lambda s: s.gain_db)
@@ -189,8 +261,11 @@ class DebugReport:
         for layer in self.worst_first():
             row = layer.to_json()
             row["added_db"] = round(self.added_db(layer), 3)
+            producer = self.producer(layer)
+            row["blame"] = producer.name if producer is not None else None
             layers.append(row)
         first = self.first_over_threshold
+        moved = self.moved_error()
         return {
             "model": self.model,
             "target": self.target,
@@ -200,6 +275,7 @@ class DebugReport:
             "first_over_threshold": first.name if first is not None else None,
             "flagged_ranges": [x.name for x in self.flagged],
             "culprits": self.culprits(),
+            "error_moved_at": {"layer": moved.name, "producer": self.blamed(moved).name} if moved is not None else None,
             "advice": self.advice(),
             "sensitivity": [
                 {"name": s.name, "output_sqnr_db": _finite(s.output_sqnr_db), "gain_db": _finite(s.gain_db)}
@@ -209,4 +285,5 @@ class DebugReport:
             "notes": self.notes,
             "layers": layers,
             "bisection": self.bisection.to_json() if self.bisection is not None else None,
+            "keep_float_advice": self.keep_float_advice.to_json() if self.keep_float_advice is not None else None,
         }

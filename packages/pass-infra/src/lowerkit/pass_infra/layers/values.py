@@ -7,11 +7,32 @@ from typing import Any
 
 import torch
 
-__all__ = ["DEQUANTIZE_OPS", "QUANTIZE_OPS", "is_op", "layer_name", "module_path", "node_values", "op_label", "outputs_on"]
+__all__ = [
+    "DATA_MOVEMENT_OPS",
+    "DEQUANTIZE_OPS",
+    "QUANTIZE_OPS",
+    "is_op",
+    "layer_name",
+    "module_path",
+    "moves_data",
+    "node_values",
+    "op_label",
+    "outputs_on",
+]
 
 #: pt2e's activation quantize / dequantize ops (torchao and torch spell them the same).
 QUANTIZE_OPS = frozenset({"quantize_per_tensor"})
 DEQUANTIZE_OPS = frozenset({"dequantize_per_tensor", "dequantize_per_channel"})
+#: Ops that only move, select or copy values (the quantizers give their output the input's
+#: quantization parameters): they add no quantization error of their own.
+DATA_MOVEMENT_OPS = frozenset({
+    "slice", "slice_copy", "select", "select_copy", "narrow", "index_select", "view", "view_copy", "_unsafe_view",
+    "reshape", "flatten", "unflatten", "squeeze", "squeeze_copy", "unsqueeze", "unsqueeze_copy", "permute",
+    "permute_copy", "transpose", "transpose_copy", "t", "t_copy", "cat", "concat", "stack", "pad",
+    "constant_pad_nd", "split", "split_with_sizes", "split_copy", "chunk", "unbind", "expand", "expand_copy",
+    "repeat", "clone", "contiguous", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "max_pool2d",
+    "adaptive_max_pool2d", "getitem", "alias", "alias_copy",
+})
 
 
 class _Recorder(torch.fx.Interpreter):
@@ -73,3 +94,8 @@ def outputs_on(program: Any, batches: Sequence[tuple[Any, ...]]) -> list[torch.T
             result = module(*batch)
             found += list(result) if isinstance(result, list | tuple) else [result]
     return found
+
+
+def moves_data(op: str) -> bool:
+    """True for an op label (``aten.slice``) of DATA_MOVEMENT_OPS."""
+    return op.rsplit(".", 1)[-1] in DATA_MOVEMENT_OPS
