@@ -1,4 +1,5 @@
-"""lowerkit's command line: `lowerkit lower`, `targets`, `zoo`, `inspect`, `demo`."""
+"""lowerkit's command line (`lowerkit --help`): `build`, `cache`, `compare`, `daemon`, `debug`,
+`demo`, `inspect`, `lower`, `models`, `targets`, `zoo`."""
 
 from lowerkit.cli.entry import run
 
