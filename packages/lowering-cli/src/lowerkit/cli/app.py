@@ -20,6 +20,8 @@ from lowerkit.cli.daemon import commands as daemon_commands
 from lowerkit.cli.errors import CliError, LoweringError, UsageError
 from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
+from lowerkit.cli.sources.flags import source_options
+from lowerkit.cli.sources.options import SourceOptions
 from lowerkit.pass_infra.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
@@ -65,6 +67,21 @@ def zoo_command(as_json: bool) -> None:
         click.echo(f"zoo:{m.name:<18} {m.parameters:>8} params  {'/'.join(m.backends):<11} {m.description}")
 
 
+@main.command("models")
+@click.option("--check", is_flag=True, help="Also import torchvision and timm to say whether they work here (imports torch).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def models_command(check: bool, as_json: bool) -> None:
+    """List what each model source (zoo:, et:, tv:, hf:) can build here."""
+    from lowerkit.cli.sources import listing
+
+    rows = listing.rows(check=check)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for line in listing.render(rows):
+        click.echo(line)
+
+
 @main.command("lower")
 @click.argument("model")
 @click.option("-t", "--target", "target_name", required=True, help="Target (see 'lowerkit targets').")
@@ -88,6 +105,7 @@ def zoo_command(as_json: bool) -> None:
 @click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable; see 'lowerkit debug').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+@source_options
 @cache_commands.cache_options
 def lower_command(
     model: str,
@@ -112,12 +130,18 @@ def lower_command(
     keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    weights: Path | None,
+    task: str | None,
+    random_weights: bool,
+    sequence_length: int | None,
+    image_size: int | None,
     no_cache: bool,
     cache_remote: str | None,
     cache_remote_read_only: bool,
 ) -> None:
-    """Lower MODEL (zoo:NAME, FILE.pt2 or package.module:factory) to a .pte."""
+    """Lower MODEL (zoo:NAME, et:NAME, hf:DIR, tv:NAME, FILE.pt2 or package.module:factory) to a .pte."""
     target = targets.get(target_name)
+    source = SourceOptions(weights, task, random_weights, sequence_length, image_size)
     for path in (output, report, bundle, etrecord):
         if path is not None:
             atomic.check_writable(path)
@@ -163,7 +187,7 @@ def lower_command(
         from lowerkit.cli import keep_float as kept
         from lowerkit.cli import model_source
 
-        kept_float = kept.check(keep_float, model_source.load(model), target)
+        kept_float = kept.check(keep_float, model_source.load(model, source), target)
     options = LowerOptions(
         target,
         calibration_path=calibration,
@@ -174,7 +198,7 @@ def lower_command(
         **arm_settings,
         keep_float=kept_float,
     )
-    lowered = cached.lower_model(model, options, steps=steps, cache=cache)
+    lowered = cached.lower_model(model, options, steps=steps, cache=cache, source_options=source)
     lowered.warnings[:0] = setting_warnings
     write_bytes_atomically(output, lowered.pte)
     for kind, path in (("bundle", bundle), ("etrecord", etrecord)):

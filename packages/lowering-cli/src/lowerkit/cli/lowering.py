@@ -17,7 +17,7 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
     """Lower `source` as `options` say; any failure past the user's input becomes a LoweringError."""
     target = options.target
     pass_names = list(options.pass_names) if options.pass_names is not None else None
-    warnings: list[str] = []
+    warnings: list[str] = list(source.notes)
     batches = calibration.load(options.calibration_path, source, warn=warnings) if target.calibrates else []
     try:
         # Import only the target's backend: an Arm lowering never loads coremltools, a Core ML

@@ -1,4 +1,9 @@
-"""Resolve the MODEL argument: `zoo:NAME`, a `.pt2` file, or `package.module:factory`."""
+"""Resolve the MODEL argument: `zoo:NAME`, `et:NAME`, `hf:DIR`, `tv:NAME`, a `.pt2` file, or `package.module:factory`.
+
+`load(spec, options)` is the one entry point; the `et:`, `hf:` and `tv:` sources live in
+`lowerkit.cli.sources` (one module each), `SourceOptions` says how to build (weights file,
+task, random weights, input sizes) and defaults to what the source alone says.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import torch
 
 from lowerkit import zoo
 from lowerkit.cli.errors import UsageError
+from lowerkit.cli.sources.kinds import kind_of
+from lowerkit.cli.sources.options import DEFAULT, SourceOptions
 
 Inputs = tuple[torch.Tensor, ...]
 
@@ -25,6 +32,8 @@ class ModelSource:
     exported: torch.export.ExportedProgram | None = None
     #: Deterministic calibration batches, when the source knows how to make them.
     sampler: Callable[[int], list[Inputs]] | None = None
+    #: What the user should know about how it was built (e.g. random weights), shown as warnings.
+    notes: tuple[str, ...] = ()
 
     def export(self) -> torch.export.ExportedProgram:
         """The model as an ExportedProgram (exported now when given as a module)."""
@@ -41,31 +50,53 @@ class ModelSource:
         return self.exported.module()
 
 
-def load(spec: str) -> ModelSource:
+def load(spec: str, options: SourceOptions = DEFAULT) -> ModelSource:
     """Turn a MODEL argument into a ModelSource; a UsageError says what was wrong."""
-    if spec.startswith("zoo:"):
-        return _from_zoo(spec.removeprefix("zoo:"))
-    if spec.endswith(".pt2") or Path(spec).exists():
+    kind = kind_of(spec)
+    if kind == "zoo":
+        return _from_zoo(spec.removeprefix("zoo:"), options)
+    if kind == "et":
+        from lowerkit.cli.sources import et
+
+        return et.load(spec.removeprefix("et:"), options)
+    if kind == "hf":
+        from lowerkit.cli.sources import hf
+
+        return hf.load(Path(spec.removeprefix("hf:")), options)
+    if kind == "tv":
+        from lowerkit.cli.sources import tv
+
+        return tv.load(spec.removeprefix("tv:"), options)
+    if kind == "pt2":
+        if options != DEFAULT:
+            raise UsageError(f"'{spec}' is an exported program with its weights and inputs; {', '.join(options.given())} do not apply to it")
         return _from_pt2(Path(spec))
-    if ":" in spec:
-        return _from_factory(spec)
-    raise UsageError(
-        f"cannot tell what model '{spec}' is: use zoo:NAME (see 'lowerkit zoo'), "
-        "a .pt2 file saved with torch.export.save, or package.module:factory"
-    )
+    return _from_factory(spec, options)
 
 
-def _from_zoo(name: str) -> ModelSource:
+def _from_zoo(name: str, options: SourceOptions) -> ModelSource:
     try:
         entry = zoo.get(name)
     except KeyError as error:
         raise UsageError(str(error.args[0])) from None
+    _only_weights(f"zoo:{name}", options)
+    module = entry.module()
+    if options.weights is not None:
+        from lowerkit.cli.sources import weights
+
+        weights.load_into(module, options.weights, model=f"zoo:{name}")
     return ModelSource(
         name=entry.name,
         example_inputs=entry.example_inputs(),
-        module=entry.module(),
+        module=module,
         sampler=lambda count: entry.calibration(count),
     )
+
+
+def _only_weights(what: str, options: SourceOptions) -> None:
+    others = [flag for flag in options.given() if flag != "--weights"]
+    if others:
+        raise UsageError(f"{', '.join(others)} do(es) not apply to {what} (only --weights does)")
 
 
 def _from_pt2(path: Path) -> ModelSource:
@@ -89,7 +120,7 @@ def _from_pt2(path: Path) -> ModelSource:
     return ModelSource(name=path.stem, example_inputs=tuple(args), exported=exported)
 
 
-def _from_factory(spec: str) -> ModelSource:
+def _from_factory(spec: str, options: SourceOptions) -> ModelSource:
     module_name, _, attribute = spec.partition(":")
     try:
         namespace = importlib.import_module(module_name)
@@ -100,6 +131,7 @@ def _from_factory(spec: str) -> ModelSource:
     factory = getattr(namespace, attribute, None)
     if not callable(factory):
         raise UsageError(f"'{module_name}' has no callable '{attribute}' (model '{spec}')")
+    _only_weights(spec, options)
     try:
         made = factory()
     except Exception as error:
@@ -116,4 +148,8 @@ def _from_factory(spec: str) -> ModelSource:
             f"got {type(made).__name__}"
         )
     module, example_inputs = made
+    if options.weights is not None:
+        from lowerkit.cli.sources import weights
+
+        weights.load_into(module, options.weights, model=spec)
     return ModelSource(name=attribute, example_inputs=example_inputs, module=module.eval())

@@ -1,7 +1,8 @@
 """A lowering through the cache: key it, serve a verified entry, or lower and store the result.
 
-`lower_model` takes the MODEL argument: a `zoo:NAME` hit builds nothing and imports neither
-torch nor ExecuTorch (see `key.zoo_key`); `lower` takes a loaded `ModelSource`.
+`lower_model` takes the MODEL argument: a hit for any source but a `package.module:factory`
+builds nothing and imports neither torch nor ExecuTorch (see `key.source_key`); `lower` takes
+a loaded `ModelSource`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lowerkit.cli.result import Lowered
 
 if TYPE_CHECKING:
     from lowerkit.cli.model_source import ModelSource
+    from lowerkit.cli.sources.options import SourceOptions
 
 _TOSA = "tosa/"
 _EXTRA = "extra/"
@@ -33,26 +35,32 @@ class CacheSettings:
     remote: RemoteStore | None = None
 
 
-def lower_model(model: str, options: LowerOptions, *, steps: Steps, cache: CacheSettings) -> Lowered:
-    """Lower the MODEL argument (`zoo:NAME`, FILE.pt2, package.module:factory) through the cache."""
-    from lowerkit.zoo import catalogue
+def lower_model(
+    model: str, options: LowerOptions, *, steps: Steps, cache: CacheSettings, source_options: SourceOptions | None = None
+) -> Lowered:
+    """Lower the MODEL argument (see `model_source.load`) built as `source_options` say, through the cache."""
+    from lowerkit.cli.sources.options import DEFAULT
 
-    name = model.removeprefix("zoo:")
-    if not cache.enabled or not model.startswith("zoo:") or name not in catalogue.names():
+    built = source_options or DEFAULT
+    if not cache.enabled:
         from lowerkit.cli import model_source
 
-        return lower(model_source.load(model), options, steps=steps, cache=cache)
-    from lowerkit.cli.cache.key import zoo_key
+        return lower(model_source.load(model, built), options, steps=steps, cache=cache)
+    from lowerkit.cli.cache.key import source_key
 
     with steps.step("cache key"):
-        key = zoo_key(name, options)
+        key = source_key(model, built, options)
+    if key is None:
+        from lowerkit.cli import model_source
+
+        return lower(model_source.load(model, built), options, steps=steps, cache=cache)
     with steps.step("cache lookup"):
         entry = _lookup(key, cache)
     if entry is not None:
-        return _from_entry(entry, name, options, steps)
+        return _from_entry(entry, str(entry.summary.get("model", model)), options, steps)
     from lowerkit.cli import model_source
 
-    return _lower_and_store(key, model_source.load(model), options, steps, cache)
+    return _lower_and_store(key, model_source.load(model, built), options, steps, cache)
 
 
 def lower(source: ModelSource, options: LowerOptions, *, steps: Steps, cache: CacheSettings) -> Lowered:

@@ -11,7 +11,11 @@ exporting is cheap next to lowering.
 A `zoo:NAME` model needs none of that built: its module, weights, example inputs and
 calibration sampler are a function of lowerkit's zoo source (digested) and torch's version,
 the same on every machine (`lowerkit.zoo.registry.portable_init`), so `zoo_key` digests the
-name instead, and a hit imports neither torch nor ExecuTorch.
+name instead, and a hit imports neither torch nor ExecuTorch. `source_key` does the same for
+the other sources whose program is a function of files and names (`.pt2` by its bytes, `hf:DIR`
+by its config and weight files, `et:` / `tv:` by name and the versions that build them, with
+every `SourceOptions` field, weights files by content); only `package.module:factory` models
+are exported to be keyed (`lowering_key`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     import torch
 
     from lowerkit.cli.model_source import Inputs, ModelSource
+    from lowerkit.cli.sources.options import SourceOptions
 
 #: Bumped when the key or the entry layout changes meaning.
 KEY_FORMAT = "lowerkit-lowering-cache-1"
@@ -112,6 +117,63 @@ def zoo_key(name: str, options: LowerOptions) -> str:
     return digest.hexdigest()
 
 
+#: Distributions that build each source's model (their versions are in its key).
+SOURCE_BUILDERS = {
+    "et": ("torchvision", "timm", "transformers", "safetensors"),
+    "tv": ("torchvision", "safetensors"),
+    "hf": ("transformers", "safetensors", "tokenizers"),
+    "zoo": ("safetensors",),
+    "pt2": (),
+}
+
+
+def source_key(model: str, source_options: SourceOptions, options: LowerOptions) -> str | None:
+    """The key of lowering MODEL argument `model` without building it, or None for a factory model.
+
+    What decides the program is digested instead of the program: a `.pt2`'s bytes, an `hf:`
+    folder's config.json and weight files, an `et:` / `tv:` / `zoo:` name with the versions of
+    what builds it; with every field of `source_options` (a weights file by content). The zoo
+    key is `zoo_key` when no source option is set. Imports no torch.
+    """
+    from lowerkit.cli.sources.kinds import kind_of
+    from lowerkit.cli.sources.options import DEFAULT
+
+    kind = kind_of(model)
+    if kind == "factory":
+        return None
+    if kind == "zoo" and source_options == DEFAULT:
+        return zoo_key(model.removeprefix("zoo:"), options)
+    digest = _Digest()
+    digest.add("format", KEY_FORMAT)
+    digest.add("source-kind", kind)
+    if kind == "pt2":
+        path = Path(model)
+        digest.add("model-name", path.stem)
+        digest.add("pt2-bytes", file_digest(path))
+    elif kind == "hf":
+        from lowerkit.cli.sources.hf import check_folder, weight_files
+
+        folder = Path(model.removeprefix("hf:"))
+        digest.add("model-name", folder.resolve().name)
+        digest.add("hf-config", file_digest(check_folder(folder)))
+        for file in weight_files(folder):
+            digest.add("hf-weights-name", file.name)
+            digest.add("hf-weights-bytes", file_digest(file))
+    else:
+        digest.add("model-name", model)
+    digest.add("builders", "\n".join(f"{name}={distribution_version(name)}" for name in SOURCE_BUILDERS[kind]))
+    digest.add("source-options", options_fingerprint(source_options))
+    digest.add("options", options_fingerprint(options))
+    digest.add("toolchain", toolchain_fingerprint())
+    _add_converter(digest, options)
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """`path_digest` of a file, remembered in this process while its size and modification time stay the same."""
+    return _binary_digest(path)
+
+
 def _add_converter(digest: _Digest, options: LowerOptions) -> None:
     if options.target.name.startswith("vgf-"):
         digest.add("model-converter", converter_fingerprint())
@@ -158,7 +220,7 @@ def _stamped_digest(path: str, size: int, mtime_ns: int) -> str:
     return path_digest(Path(path))
 
 
-def options_fingerprint(options: LowerOptions) -> str:
+def options_fingerprint(options: LowerOptions | SourceOptions) -> str:
     """Every field of `options`, by name, as text (input paths by content, output locations by
     whether they are asked for); a field of unknown type fails."""
     return "\n".join(

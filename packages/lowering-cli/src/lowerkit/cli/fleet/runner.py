@@ -118,7 +118,7 @@ def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Ro
     options = LowerOptions(
         targets.get(job.target), calibration_path=job.calibration, pass_names=job.coreml_passes, verify=job.verify
     )
-    lowered = cached.lower_model(job.model, options, steps=Steps(show=False), cache=settings)
+    lowered = cached.lower_model(job.model, options, steps=Steps(show=False), cache=settings, source_options=job.source)
     output = out_dir / job.output_name
     write_bytes_atomically(output, lowered.pte)
     return Row(

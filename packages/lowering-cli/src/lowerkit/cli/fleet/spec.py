@@ -3,10 +3,12 @@
     [defaults]                      # optional, for every [[lower]] below
     verify = true
     [[lower]]
-    model = "zoo:resnet8"           # zoo:NAME, FILE.pt2 or package.module:factory
+    model = "zoo:resnet8"           # zoo:NAME, et:NAME, hf:DIR, tv:NAME, FILE.pt2 or package.module:factory
     targets = ["coreml-int8", "tosa-int"]
     calibration = "calib/resnet8"   # optional, relative to FLEET.toml
     coreml_passes = ["common::dead_code_elimination"]   # optional, Core ML targets
+    weights = "resnet8.safetensors" # optional, relative to FLEET.toml; and task, random_weights,
+                                    # sequence_length, image_size as the `lower` options say
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from typing import Any
 
 from lowerkit.cli import targets
 from lowerkit.cli.errors import UsageError
+from lowerkit.cli.sources.options import DEFAULT, TASKS, SourceOptions
 
-KEYS = {"model": str, "targets": list, "calibration": str, "coreml_passes": list, "verify": bool}
+KEYS = {
+    "model": str, "targets": list, "calibration": str, "coreml_passes": list, "verify": bool,
+    "weights": str, "task": str, "random_weights": bool, "sequence_length": int, "image_size": int,
+}
 _HEADER = re.compile(r"^\s*\[\[\s*lower\s*\]\]")
 
 
@@ -34,6 +40,8 @@ class Job:
     calibration: Path | None
     coreml_passes: tuple[str, ...] | None
     verify: bool
+    #: How the model is built (weights file, task, random weights, input sizes).
+    source: SourceOptions = DEFAULT
 
     @property
     def output_name(self) -> str:
@@ -89,6 +97,7 @@ def load(path: Path) -> list[Job]:
         passes = merged.get("coreml_passes")
         if passes is not None and not all(isinstance(p, str) for p in passes):
             raise where.error(locate("coreml_passes"), "'coreml_passes' must be a list of MIL pass names")
+        source = _source_options(merged, entry, path, where, locate)
         calibration = merged.get("calibration")
         calibration_path = (path.parent / calibration) if calibration is not None else None
         if calibration_path is not None and not calibration_path.exists():
@@ -108,6 +117,7 @@ def load(path: Path) -> list[Job]:
                 calibration=calibration_path,
                 coreml_passes=tuple(passes) if passes is not None else None,
                 verify=bool(merged.get("verify", False)),
+                source=source,
             )
             if job.output_name in seen:
                 raise where.error(
@@ -117,6 +127,28 @@ def load(path: Path) -> list[Job]:
             seen[job.output_name] = where.entry_line(number)
             jobs.append(job)
     return jobs
+
+
+def _source_options(merged: dict[str, Any], entry: dict[str, Any], path: Path, where: _Locator, locate: Any) -> SourceOptions:
+    """The [[lower]]'s source options (`weights` relative to FLEET.toml), checked as `lower` checks them."""
+
+    def line(key: str) -> int:
+        return int(locate(key)) if key in entry else where.in_defaults(key)
+
+    weights = merged.get("weights")
+    weights_path = (path.parent / weights) if weights is not None else None
+    if weights_path is not None and not weights_path.is_file():
+        raise where.error(line("weights"), f"weights file '{weights_path}' does not exist")
+    task = merged.get("task")
+    if task is not None and task not in TASKS:
+        raise where.error(line("task"), f"unknown task '{task}'; one of: {', '.join(TASKS)}")
+    for key in ("sequence_length", "image_size"):
+        if key in merged and merged[key] < 1:
+            raise where.error(line(key), f"'{key}' must be at least 1")
+    return SourceOptions(
+        weights=weights_path, task=task, random_weights=bool(merged.get("random_weights", False)),
+        sequence_length=merged.get("sequence_length"), image_size=merged.get("image_size"),
+    )
 
 
 def shard(jobs: list[Job], spec: str | None) -> list[Job]:
@@ -136,7 +168,7 @@ def _check_keys(table: Any, where: _Locator, locate: Any, *, allowed: set[str]) 
     for key, value in table.items():
         if key not in allowed:
             raise where.error(locate(key), f"unknown key '{key}'; allowed here: {', '.join(sorted(allowed))}")
-        if not isinstance(value, KEYS[key]):
+        if not isinstance(value, KEYS[key]) or (KEYS[key] is int and isinstance(value, bool)):
             raise where.error(locate(key), f"'{key}' must be a {KEYS[key].__name__}, got {type(value).__name__}")
 
 

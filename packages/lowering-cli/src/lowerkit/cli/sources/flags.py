@@ -1,0 +1,44 @@
+"""The command-line options that build a model source (`lower`, `debug`): --weights, --task, ..."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from lowerkit.cli.sources.options import TASKS, SourceOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def source_options(command: F) -> F:
+    """Add the source options to a command (its function takes weights, task, random_weights, sequence_length, image_size)."""
+    for option in reversed(
+        (
+            click.option("--weights", type=click.Path(path_type=Path), help="Weights for the model's architecture: .safetensors or a state_dict (torch.load weights_only)."),
+            click.option("--task", type=click.Choice(TASKS), help="hf:DIR: the head to build when config.json does not say."),
+            click.option("--random-weights", is_flag=True, help="et:NAME: build untrained (random, seeded) weights instead of downloading them."),
+            click.option("--sequence-length", type=click.IntRange(min=1), help="hf:DIR text models: tokens in the example input."),
+            click.option("--image-size", type=click.IntRange(min=1), help="hf:DIR / tv:NAME image models: the example image's size."),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def as_arguments(options: SourceOptions) -> list[str]:
+    """The command-line arguments that give `options` (to print commands that reproduce a run)."""
+    arguments: list[str] = []
+    if options.weights is not None:
+        arguments += ["--weights", str(options.weights)]
+    if options.task is not None:
+        arguments += ["--task", options.task]
+    if options.random_weights:
+        arguments.append("--random-weights")
+    if options.sequence_length is not None:
+        arguments += ["--sequence-length", str(options.sequence_length)]
+    if options.image_size is not None:
+        arguments += ["--image-size", str(options.image_size)]
+    return arguments
