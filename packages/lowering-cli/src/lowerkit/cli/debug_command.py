@@ -15,6 +15,8 @@ import click
 
 from lowerkit.cli import atomic, targets
 from lowerkit.cli.errors import CliError, UsageError
+from lowerkit.cli.sources.flags import as_arguments, source_options
+from lowerkit.cli.sources.options import DEFAULT, SourceOptions
 
 #: Core ML targets `debug` compares layer by layer (every Arm target is compared too).
 COREML_DEBUG_TARGETS = ("coreml-int8", "coreml-w8", "coreml-w4", "coreml-palettize4")
@@ -48,6 +50,7 @@ def _debuggable(target: targets.Target) -> bool:
     "(run anyway when the TOSA graph and the fake-quant program disagree beyond --threshold).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+@source_options
 def debug_command(
     model: str,
     target_name: str,
@@ -62,6 +65,11 @@ def debug_command(
     top: int,
     bisect: bool,
     quiet: bool,
+    weights: Path | None,
+    task: str | None,
+    random_weights: bool,
+    sequence_length: int | None,
+    image_size: int | None,
 ) -> None:
     """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
     target = targets.get(target_name)
@@ -80,15 +88,16 @@ def debug_command(
     from lowerkit.cli.progress import Steps
     from lowerkit.pass_infra.files import write_bytes_atomically
 
-    source = model_source.load(model)
+    built = SourceOptions(weights, task, random_weights, sequence_length, image_size)
+    source = model_source.load(model, built)
     names = kept.check(keep_float, source, target)
-    warnings: list[str] = []
+    warnings: list[str] = list(source.notes)
     batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
         report = _run(source, target.name, batches, names, threshold, scan, bisect, target_sqnr, search)
     report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
-    report.summary["commands"] = _commands(model, target.name, calibration, names, report)
+    report.summary["commands"] = _commands(model, target.name, calibration, names, report, built)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if output is not None:
@@ -151,9 +160,11 @@ def _run(
         raise _as_lowering_error(error, f"debugging {source.name} on {target}") from error
 
 
-def _commands(model: str, target: str, calibration: Path | None, names: tuple[str, ...], report: Any) -> list[str]:
+def _commands(
+    model: str, target: str, calibration: Path | None, names: tuple[str, ...], report: Any, built: SourceOptions = DEFAULT
+) -> list[str]:
     """The commands that reproduce the report and apply its advice."""
-    base = ["lowerkit", "debug", model, "-t", target]
+    base = ["lowerkit", "debug", model, *as_arguments(built), "-t", target]
     if calibration is not None:
         base += ["--calibration", str(calibration)]
     for name in names:
@@ -169,7 +180,7 @@ def _commands(model: str, target: str, calibration: Path | None, names: tuple[st
         kept = (max(gains, key=lambda s: s.gain_db).name,)
     else:
         return commands
-    lower = ["lowerkit", "lower", model, "-t", target, "-o", "model.pte", "--verify"]
+    lower = ["lowerkit", "lower", model, *as_arguments(built), "-t", target, "-o", "model.pte", "--verify"]
     if calibration is not None:
         lower += ["--calibration", str(calibration)]
     for name in (*names, *kept):

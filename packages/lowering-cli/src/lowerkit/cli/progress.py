@@ -6,8 +6,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Steps:
@@ -15,8 +17,12 @@ class Steps:
 
     def __init__(self, *, show: bool, console: Console | None = None) -> None:
         self.seconds: dict[str, float] = {}
-        self._console = console or Console(stderr=True)
-        self._show = show and self._console.is_terminal
+        if console is None and show:  # rich only when something is shown (a cache hit stays light)
+            from rich.console import Console
+
+            console = Console(stderr=True)
+        self._console = console
+        self._show = show and console is not None and console.is_terminal
 
     @classmethod
     def for_terminal(cls, *, quiet: bool) -> Steps:
@@ -28,7 +34,7 @@ class Steps:
         """Run the body as step `name`, adding its wall time to `seconds[name]`."""
         start = time.perf_counter()
         try:
-            if self._show:
+            if self._show and self._console is not None:
                 with self._console.status(f"{name}..."):
                     yield
             else:
@@ -36,6 +42,6 @@ class Steps:
         finally:
             elapsed = time.perf_counter() - start
             self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
-            if self._show and elapsed >= 1.0:
+            if self._show and self._console is not None and elapsed >= 1.0:
                 self._console.print(f"[green]✓[/] {name} ({elapsed:.1f} s)")
 

@@ -117,7 +117,7 @@ def load(folder: Path, options: SourceOptions = DEFAULT) -> ModelSource:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         if files and options.weights is None:
-            model = _from_pretrained(auto, folder, config)
+            model = _from_pretrained(auto, folder, config, task, notes)
         else:
             try:
                 model = auto.from_config(config, attn_implementation="eager")
@@ -134,7 +134,12 @@ def load(folder: Path, options: SourceOptions = DEFAULT) -> ModelSource:
     return ModelSource(name=folder.resolve().name, example_inputs=(inputs,), module=module.eval(), notes=tuple(notes))
 
 
-def _from_pretrained(auto: Any, folder: Path, config: Any) -> torch.nn.Module:
+def _from_pretrained(auto: Any, folder: Path, config: Any, task: str, notes: list[str]) -> torch.nn.Module:
+    """The folder's model with its weights; a UsageError names keys that do not fit.
+
+    For `encoder` (the hidden states), the weights of another task's head are dropped and a
+    missing pooler is fine: neither reaches the output.
+    """
     try:
         model, info = auto.from_pretrained(
             str(folder), config=config, local_files_only=True, use_safetensors=True, output_loading_info=True,
@@ -145,6 +150,12 @@ def _from_pretrained(auto: Any, folder: Path, config: Any) -> torch.nn.Module:
     problems = []
     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         keys = sorted(str(k) for k in info.get(kind) or ())
+        if task == "encoder" and kind != "mismatched_keys":
+            unused = [k for k in keys if kind == "unexpected_keys" or k.split(".")[0] == "pooler"]
+            if unused:
+                what = "dropped the weights of another head" if kind == "unexpected_keys" else "left the unused pooler untrained"
+                notes.append(f"hf:{folder} as an encoder: {what} ({len(unused)} tensors)")
+            keys = [k for k in keys if k not in unused]
         if keys:
             shown = ", ".join(keys[:5]) + (f" ... and {len(keys) - 5} more" if len(keys) > 5 else "")
             problems.append(f"{kind.replace('_', ' ')} {len(keys)}: {shown}")
