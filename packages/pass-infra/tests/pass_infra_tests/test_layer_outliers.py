@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowerkit.pass_infra.layers.keep_float import search_keep_float
+from lowerkit.pass_infra.layers.keep_float import outermost, search_keep_float
 from lowerkit.pass_infra.layers.metrics import TensorError
 from lowerkit.pass_infra.layers.ranges import MIN_LEVELS, channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
@@ -76,7 +76,7 @@ def test_error_shown_at_a_data_movement_layer_is_charged_to_its_producer(sliced:
     pick = sliced.layers[1]
     assert sliced.worst_first()[0] is pick  # the slice shows the most added error ...
     assert sliced.producer(pick) is sliced.layers[0] and sliced.producer(sliced.layers[0]) is None
-    assert sliced.culprits()[:2] == ["stem", "pick"]  # ... but its producer is named first
+    assert sliced.culprits() == ["stem", "pick", "head"]  # ... but its producer is named first, each once
     advice = " ".join(sliced.advice())
     assert "appears at pick" in advice and "stem's quantization range is what loses it" in advice
     data = sliced.to_json()
@@ -122,3 +122,11 @@ def test_nothing_is_advised_when_nothing_helps_or_the_output_already_reaches_the
     assert found.names == () and not found.helps and "no keep-float set" in found.line()
     fine = search_keep_float([("a",)], lambda names: 50.0, 35.0, 30.0)
     assert fine.names == () and fine.trials == () and "reaches the target" in fine.line()
+
+
+def test_a_module_inside_another_kept_in_float_is_not_named_again() -> None:
+    assert outermost(("block1.2", "block1", "fc", "block1", "block10")) == ("block1", "fc", "block10")
+    calls: list[tuple[str, ...]] = []
+    evaluate = _evaluator({frozenset({"block1"}): 40.0}, 4.0, calls)
+    found = search_keep_float([("block1",), ("block1", "block1.2")], evaluate, 4.0, 30.0)
+    assert found.names == ("block1",) and calls == [("block1",)]  # the group is block1 again: not lowered twice

@@ -28,7 +28,13 @@ from lowerkit.pass_infra.layers.metrics import tensor_error
 from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
 from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
-from lowerkit.pass_infra.layers.values import DEQUANTIZE_OPS, is_op, node_values, outputs_on
+from lowerkit.pass_infra.layers.values import (
+    DEQUANTIZE_OPS,
+    counterparts,
+    is_op,
+    node_values,
+    outputs_on,
+)
 
 __all__ = ["COREML_NOT_EXECUTED", "NoQuantizedLayerError", "debug_coreml", "debug_coreml_weights"]
 
@@ -93,9 +99,10 @@ def debug_coreml(
     keepable = {name for name, _ in module.named_modules() if name}
     nodes = {n.name: n for n in float_graph.graph.nodes}
     quantized_nodes = {n.name: n for n in quantized.graph.nodes}
+    float_names = counterparts(float_graph.graph, quantized.graph)
     layers = []
     for index, point in enumerate(points):
-        reference = float_values.get(point.node)
+        reference = float_values.get(float_names.get(point.node, ""))
         value = quantized_values.get(point.quantize)
         if reference is None or value is None or reference.shape != value.shape:
             continue

@@ -34,6 +34,7 @@ from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_in
 from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
 from lowerkit.pass_infra.layers.values import (
+    counterparts,
     layer_name,
     module_path,
     node_values,
@@ -151,7 +152,10 @@ def debug_arm(
             f"{model_name} has no layer the Arm quantizer quantizes, so int8 loses nothing here; "
             "nothing to debug (lower it to TOSA-1.0+FP to keep it float)"
         )
-    float_values = node_values(float_program.module(), inputs)
+    float_module = float_program.module()
+    float_names = counterparts(float_module.graph, quantized.graph)
+    recorded = node_values(float_module, inputs)
+    float_values = {mine: recorded[theirs] for mine, theirs in float_names.items() if theirs in recorded}
     quantized_values = node_values(quantized, inputs)
     notes: list[str] = []
     summary: dict[str, Any] = {"seconds": seconds}

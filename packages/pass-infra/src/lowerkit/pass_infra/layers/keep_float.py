@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_TARGET_DB", "MIN_GAIN_DB", "KeepFloatAdvice", "Trial", "search_keep_float"]
+__all__ = ["DEFAULT_TARGET_DB", "MIN_GAIN_DB", "PRUNE_RESERVE", "KeepFloatAdvice", "Trial", "outermost", "search_keep_float"]
 
 #: The default output SQNR to reach: 30 dB is an error energy of 0.1% of the signal (an rms error
 #: ~3% of the rms output), where int8 stops being what limits a classifier's or an embedding's
@@ -27,6 +27,8 @@ __all__ = ["DEFAULT_TARGET_DB", "MIN_GAIN_DB", "KeepFloatAdvice", "Trial", "sear
 DEFAULT_TARGET_DB = 30.0
 #: A set (or a name added to it) must raise the output SQNR by more than this to count.
 MIN_GAIN_DB = 0.5
+#: Trials the greedy growth leaves for dropping the names a set does not need.
+PRUNE_RESERVE = 2
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,12 @@ class KeepFloatAdvice:
         if not self.names and self.baseline_db >= self.target_db:
             return f"the output ({_db(self.baseline_db)} dB) reaches the target ({self.target_db:g} dB) fully quantized"
         if not self.helps:
+            best = max((t.output_sqnr_db - self.baseline_db for t in self.trials), default=0.0)
             return (
                 f"no keep-float set found that raises the output above {_db(self.baseline_db)} dB "
-                f"(target {self.target_db:g} dB; {tried})"
+                f"(target {self.target_db:g} dB; {tried}, the best {best:+.1f} dB): the error is spread over many "
+                "layers, not made by a few; int16 activations (where the target has them), more representative "
+                "calibration data or quantization-aware training raise it, keeping layers in float does not"
             )
         verdict = "reaches the target" if self.reached else "the best found, short of the target"
         return (
@@ -118,14 +123,22 @@ class _Trials:
 
     def run(self, names: Sequence[str]) -> Trial | None:
         """The trial of `names` (made now unless made before); None once the budget is spent."""
-        key = frozenset(names)
+        kept = outermost(names)
+        key = frozenset(kept)
         if key in self.done:
             return self.done[key]
         if self.left <= 0:
             return None
-        trial = Trial(tuple(dict.fromkeys(names)), self.evaluate(tuple(dict.fromkeys(names))))
+        trial = Trial(kept, self.evaluate(kept))
         self.done[key] = trial
         return trial
+
+
+def outermost(names: Sequence[str]) -> tuple[str, ...]:
+    """`names` without repeats and without modules inside another one named (``a.b`` with ``a``):
+    keeping a module in float keeps everything in it."""
+    unique = tuple(dict.fromkeys(names))
+    return tuple(n for n in unique if not any(n != m and n.startswith(m + ".") for m in unique))
 
 
 def _score(trial: Trial) -> float:
@@ -134,7 +147,7 @@ def _score(trial: Trial) -> float:
 
 def _greedy(trials: _Trials, best: Trial, candidates: Sequence[tuple[str, ...]], target: float) -> Trial:
     """Grow `best` by the candidate that raises the output most, while it helps and trials remain."""
-    while _score(best) < target and trials.left > 0:
+    while _score(best) < target and trials.left > PRUNE_RESERVE:
         grown = [
             t for c in candidates if not set(c) <= set(best.names)
             if (t := trials.run((*best.names, *c))) is not None

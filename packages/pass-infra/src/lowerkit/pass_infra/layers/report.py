@@ -183,7 +183,9 @@ class DebugReport:
         data-movement layer's error charged to its producer, named just before it)."""
         names: list[str] = [x.name for x in self.flagged]
         for layer in self.worst_first():
-            names += [n for n in (self.blamed(layer).name, layer.name) if n not in names]
+            for name in (self.blamed(layer).name, layer.name):
+                if name not in names:
+                    names.append(name)
         return names[:count]
 
     def keep_float_candidates(self, count: int) -> list[tuple[str, ...]]:

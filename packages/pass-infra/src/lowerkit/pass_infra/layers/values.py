@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ __all__ = [
     "DATA_MOVEMENT_OPS",
     "DEQUANTIZE_OPS",
     "QUANTIZE_OPS",
+    "counterparts",
     "is_op",
     "layer_name",
     "module_path",
@@ -99,3 +101,25 @@ def outputs_on(program: Any, batches: Sequence[tuple[Any, ...]]) -> list[torch.T
 def moves_data(op: str) -> bool:
     """True for an op label (``aten.slice``) of DATA_MOVEMENT_OPS."""
     return op.rsplit(".", 1)[-1] in DATA_MOVEMENT_OPS
+
+
+def counterparts(first: torch.fx.Graph, second: torch.fx.Graph) -> dict[str, str]:
+    """For each op node of `second`, the node of `first` that computes the same thing: the k-th
+    call of the same op in the same module, both in graph order (by name, a float program and its
+    quantized program disagree: a quantizer's decompositions, e.g. of LayerNorm, add nodes, and a
+    re-export renumbers the rest; the added nodes sit in the decomposed op's module, where the
+    float program has no such op)."""
+
+    def keyed(graph: torch.fx.Graph) -> dict[tuple[str, str, int], str]:
+        seen: Counter[tuple[str, str]] = Counter()
+        found = {}
+        for node in graph.nodes:
+            if node.op != "call_function":
+                continue
+            kind = (module_path(node), op_label(node))
+            found[(*kind, seen[kind])] = node.name
+            seen[kind] += 1
+        return found
+
+    mine = keyed(first)
+    return {name: mine[key] for key, name in keyed(second).items() if key in mine}
