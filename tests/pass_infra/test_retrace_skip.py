@@ -14,8 +14,14 @@ from executorch.exir.program._program import _default_decomposition_table
 
 from lowerkit import zoo
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.local_decomposition import decompose_locally, trace_names
-from lowerkit.pass_infra.retrace_skip import RETRACE_SKIP, needs_retrace, retrace_plan
+from lowerkit.pass_infra.local_decomposition import decompose_locally, last_refusal, trace_names
+from lowerkit.pass_infra.retrace_skip import (
+    RETRACE_SKIP,
+    DecompositionFallback,
+    decomposition_fallbacks,
+    needs_retrace,
+    retrace_plan,
+)
 from pass_infra.test_whole_lowering import _meta_mismatches
 
 
@@ -195,9 +201,24 @@ def test_local_decomposition_refuses_multi_output_results() -> None:
     _, decomposing = retrace_plan(decomposed, table)
     assert torch.ops.aten.layer_norm.default in {n.target for n in decomposing}
     assert decompose_locally(decomposed, table, decomposing) is None
-    with RETRACE_SKIP.scope():
+    assert last_refusal() == "a multi-output decomposition (aten.native_layer_norm.default)"
+    with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
         fast = decomposed.run_decompositions(table)
     assert fast.graph_module.code == _upstream.STOCK_RUN_DECOMPOSITIONS(decomposed, table).graph_module.code
+    calls = sum(1 for n in decomposed.graph.nodes if n.op == "call_function")
+    assert fallbacks == [DecompositionFallback("a multi-output decomposition (aten.native_layer_norm.default)", calls)]
+
+
+def test_every_whole_re_trace_says_why() -> None:
+    """decomposition_fallbacks() gets each fallback with its reason; a local one adds nothing."""
+    decomposed = _decomposed("cnn9_layernorm")
+    node = next(n for n in decomposed.graph.nodes if n.target == torch.ops.aten.relu.default)
+    with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
+        decomposed.run_decompositions({})
+        assert fallbacks == []
+        node.target = torch.ops.aten.relu_.default
+        decomposed.run_decompositions({})
+    assert [f.reason for f in fallbacks] == ["aten.relu_.default mutates"]
 
 
 class _WithConstant(torch.nn.Module):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.pass_base import ExportPass, NodeMetadata
 
@@ -170,5 +171,32 @@ def test_stale_values_left_by_in_place_edits_are_not_reused():
             n.meta.pop("from_node", None)
     summed = next(n for n in cheap.graph.nodes if n.target == E.sum.dim_IntList)
     assert tuple(summed.meta["val"].shape) == (2, 1)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+
+
+class ReshapePlaceholderThenReplay(ExportPass):
+    """Like Arm's UnsqueezeScalarPlaceholdersPass: replaces a placeholder's meta["val"] in place
+    (rank 0 -> (1,)), then relies on its replay to recompute every user's value."""
+
+    def call(self, graph_module):
+        placeholder = next(n for n in graph_module.graph.nodes if n.op == "placeholder")
+        fake = placeholder.meta["val"]
+        placeholder.meta["val"] = fake.fake_mode.from_tensor(torch.zeros(1), static_shapes=True)
+        return super().call(graph_module)
+
+
+@pytest.mark.parametrize("reuse_values", [True, False])
+def test_values_of_users_of_an_input_replaced_in_place_are_dispatched(reuse_values):
+    gm = build_chain(6, shape=())
+    stock_in, cheap_in = copy.deepcopy(gm), copy.deepcopy(gm)
+    vouch_for(cheap_in)
+    stock = ReshapePlaceholderThenReplay()(stock_in).graph_module
+    with cheaper_replay(reuse_values=reuse_values):
+        cheap = ReshapePlaceholderThenReplay()(cheap_in).graph_module
+    for g in (stock, cheap):
+        for n in g.graph.nodes:
+            n.meta.pop("from_node", None)
+    assert all(tuple(n.meta["val"].shape) == (1,) for n in cheap.graph.nodes if n.op == "call_function")
     assert cheap.code == stock.code
     assert meta_differences(stock, cheap) == []

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
     from lowerkit.pass_infra.quantization import accelerated_quantization
     from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
+    from lowerkit.pass_infra.retrace_skip import DecompositionFallback, decomposition_fallbacks
     from lowerkit.pass_infra.suggest import did_you_mean
     from lowerkit.pass_infra.targeted import (
         TargetedPass,
@@ -41,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "EXECUTORCH_NAMESPACES": "lowerkit.pass_infra.fake_cache",
     "PROVEN_ON": "lowerkit.pass_infra.versions",
     "TARGET_ATTRIBUTES": "lowerkit.pass_infra.discovery",
+    "DecompositionFallback": "lowerkit.pass_infra.retrace_skip",
     "GraphDifference": "lowerkit.pass_infra.compare",
     "PassEquivalenceError": "lowerkit.pass_infra.errors",
     "PassInfraError": "lowerkit.pass_infra.errors",
@@ -54,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "accelerated_lowering": "lowerkit.pass_infra.lowering",
     "accelerated_quantization": "lowerkit.pass_infra.quantization",
     "cpu_ops": "lowerkit.pass_infra.graph_ops",
+    "decomposition_fallbacks": "lowerkit.pass_infra.retrace_skip",
     "delegate_payloads": "lowerkit.pass_infra.graph_ops",
     "example_input_tuple": "lowerkit.pass_infra.inputs",
     "require_model": "lowerkit.pass_infra.inputs",
@@ -79,6 +82,7 @@ __all__ = [
     "EXECUTORCH_NAMESPACES",
     "PROVEN_ON",
     "TARGET_ATTRIBUTES",
+    "DecompositionFallback",
     "GraphDifference",
     "PassEquivalenceError",
     "PassInfraError",
@@ -94,6 +98,7 @@ __all__ = [
     "as_targeted",
     "cheaper_replay",
     "cpu_ops",
+    "decomposition_fallbacks",
     "delegate_payloads",
     "did_you_mean",
     "discover_targeted_ops",

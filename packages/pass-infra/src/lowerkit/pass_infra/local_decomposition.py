@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import threading
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -44,7 +45,20 @@ from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
 
-__all__ = ["decompose_locally", "emulation_blocker", "record_as_traced", "trace_names"]
+__all__ = ["decompose_locally", "emulation_blocker", "last_refusal", "record_as_traced", "trace_names"]
+
+_REFUSAL = threading.local()
+
+
+def last_refusal() -> str | None:
+    """Why this thread's last `decompose_locally` gave None (None when it gave a program)."""
+    return getattr(_REFUSAL, "reason", None)
+
+
+def _refuse(reason: str) -> ExportedProgram | None:
+    """Record why the local decomposition cannot run (see `last_refusal`); None."""
+    _REFUSAL.reason = reason
+    return None
 
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 #: Inputs whose AOT descriptor a first trace gives, and this module can.
@@ -82,28 +96,37 @@ def decompose_locally(
     program: ExportedProgram, decomp_table: dict[Any, Any], decomposing: list[Node]
 ) -> ExportedProgram | None:
     """``program.run_decompositions(decomp_table)``, re-tracing only `decomposing`; None when it cannot."""
-    if emulation_blocker(program) is not None:
-        return None
-    if any(not isinstance(arg.meta.get("val"), _upstream.FakeTensor) for n in decomposing for arg in n.all_input_nodes):
-        return None
-    if any(name != node.name for node, name in trace_names(program, program.graph).items()):
-        return None  # not named the way a trace names it: re-trace the stock way
+    _REFUSAL.reason = None
+    blocker = emulation_blocker(program)
+    if blocker is not None:
+        return _refuse(blocker)
+    for node in decomposing:
+        for arg in node.all_input_nodes:
+            if not isinstance(arg.meta.get("val"), _upstream.FakeTensor):
+                return _refuse(f"{node.name}'s input {arg.name} has no FakeTensor value")
+    for node, name in trace_names(program, program.graph).items():
+        if name != node.name:
+            # not named the way a trace names it: re-trace the stock way
+            return _refuse(f"{node.name} is not named as a trace names it ({name})")
     result = _upstream.copy_exported_program(program)
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
     if decomposing:
         small, outside = _small_program(program, decomposing)
         decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
-        if any(node.target is operator.getitem for node in decomposed.graph.nodes):
+        getitem = next((n for n in decomposed.graph.nodes if n.target is operator.getitem), None)
+        if getitem is not None:
             # A trace names a getitem for every output of a multi-output op and drops the unused
             # ones: names this splice cannot give.
-            return None
+            return _refuse(f"a multi-output decomposition ({getattr(getitem.args[0], 'target', getitem.args[0])})")
         by_name = {node.name: node for node in result.graph.nodes}
         spliced, replaced = _splice(
             result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
         )
-    if any(not node.users for node in result.graph.nodes if node.op == "call_function"):
-        return None  # a decomposition left a node unused: the stock trace decides what stays
+    unused = next((n for n in result.graph.nodes if n.op == "call_function" and not n.users), None)
+    if unused is not None:
+        # a decomposition left a node unused: the stock trace decides what stays
+        return _refuse(f"a decomposition left {unused.name} ({unused.target}) unused")
     record_as_traced(program, result, spliced)
     old_names = {node: node.name for node in result.graph.nodes}
     _upstream.rename_nodes(result.graph, trace_names(result, result.graph))

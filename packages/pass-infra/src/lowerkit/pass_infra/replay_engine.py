@@ -137,20 +137,36 @@ class _LazyDebugStr:
 _VOUCH_ATTR = "_lowerkit_vouched"
 
 
+def _input_values(node: Node) -> tuple[Any, ...]:
+    return tuple([arg.meta.get("val") for arg in node.all_input_nodes])
+
+
 def vouch_node(node: Node) -> None:
     """Record that `node`'s current meta["val"] is consistent with its op and inputs."""
-    setattr(node, _VOUCH_ATTR, (node.target, node.args, node.kwargs, node.meta.get("val")))
+    setattr(
+        node, _VOUCH_ATTR, (node.target, node.args, node.kwargs, node.meta.get("val"), _input_values(node))
+    )
 
 
 def is_vouched(node: Node) -> bool:
-    """True when `node` was vouched for and its target, args, kwargs and val are unchanged."""
+    """True when `node` was vouched for and its target, args, kwargs, val and its inputs' vals are unchanged.
+
+    An input's value replaced in place (a pass that reshapes a placeholder, then replays)
+    makes the node's recorded value suspect.
+    """
     record = getattr(node, _VOUCH_ATTR, None)
-    return (
-        record is not None
-        and record[0] is node.target
-        and record[1] is node.args
-        and record[2] is node.kwargs
-        and record[3] is node.meta.get("val")
+    if (
+        record is None
+        or record[0] is not node.target
+        or record[1] is not node.args
+        or record[2] is not node.kwargs
+        or record[3] is not node.meta.get("val")
+    ):
+        return False
+    recorded_inputs = record[4]
+    inputs = node.all_input_nodes
+    return len(inputs) == len(recorded_inputs) and all(
+        arg.meta.get("val") is value for arg, value in zip(inputs, recorded_inputs, strict=True)
     )
 
 

@@ -22,17 +22,65 @@ compares both on every run_decompositions of ExecuTorch's operator suite.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import operator
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra import _upstream, local_decomposition
 from lowerkit.pass_infra.local_decomposition import decompose_locally, emulation_blocker
 from lowerkit.pass_infra.patching import Patch, Replacement
 
-__all__ = ["RETRACE_SKIP", "needs_retrace", "retrace_plan", "run_decompositions"]
+__all__ = [
+    "RETRACE_SKIP",
+    "DecompositionFallback",
+    "decomposition_fallbacks",
+    "needs_retrace",
+    "retrace_plan",
+    "run_decompositions",
+]
+
+_LOG = logging.getLogger(__name__)
+_SINKS = threading.local()
+
+
+@dataclass(frozen=True)
+class DecompositionFallback:
+    """One ``run_decompositions`` that took torch's whole-program re-trace, and why."""
+
+    reason: str
+    #: Call nodes of the program re-traced.
+    nodes: int
+
+
+@contextlib.contextmanager
+def decomposition_fallbacks() -> Iterator[list[DecompositionFallback]]:
+    """Yield a list that gets every whole-program re-trace lowerkit's ``run_decompositions`` falls back to in this thread.
+
+    An empty list after the block means every ``run_decompositions`` inside it stayed local.
+    Each fallback is also logged (``lowerkit.pass_infra.retrace_skip``, INFO).
+    """
+    sink: list[DecompositionFallback] = []
+    previous = getattr(_SINKS, "sinks", ())
+    _SINKS.sinks = (*previous, sink)
+    try:
+        yield sink
+    finally:
+        _SINKS.sinks = previous
+
+
+def _record_fallback(program: ExportedProgram, reason: str) -> None:
+    nodes = sum(1 for node in program.graph.nodes if node.op == "call_function")
+    _LOG.info("run_decompositions re-traces the whole program (%d nodes): %s", nodes, reason)
+    fallback = DecompositionFallback(reason, nodes)
+    for sink in getattr(_SINKS, "sinks", ()):
+        sink.append(fallback)
 
 
 def needs_retrace(program: ExportedProgram, decomp_table: Any) -> str | None:
@@ -92,11 +140,16 @@ def run_decompositions(
 ) -> ExportedProgram:
     """``ExportedProgram.run_decompositions``, re-tracing only what `retrace_plan` lists where it can."""
     result: ExportedProgram | None = None
-    if not decompose_custom_triton_ops:
+    if decompose_custom_triton_ops:
+        blocker: str | None = "decompose_custom_triton_ops"
+    else:
         blocker, decomposing = retrace_plan(self, decomp_table)
         if blocker is None:
             result = decompose_locally(self, decomp_table, decomposing)
+            if result is None:
+                blocker = local_decomposition.last_refusal() or "the local decomposition refused"
     if result is None:
+        _record_fallback(self, blocker or "")
         result = _upstream.STOCK_RUN_DECOMPOSITIONS(self, decomp_table, decompose_custom_triton_ops)
     return result
 

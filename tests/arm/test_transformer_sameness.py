@@ -1,0 +1,120 @@
+"""A transformer block through ExecuTorch's public Arm flow, stock and inside lowerkit's drop-ins: same bytes.
+
+A ViT-shaped model (patch embedding, multi-head attention with view / permute / matmul /
+softmax, layer norms, GELU MLP, a rank-0 tensor constant as Hugging Face attention code
+makes), small enough for CI. Nearly every node is an op some Arm pass targets, so this
+exercises replays of targeted nodes, not fast-copy; the rank-0 constant is reshaped in place
+by ``UnsqueezeScalarPlaceholdersPass`` before its replay (users' recorded values are stale
+then). Also checks that every ``run_decompositions`` stays local (no whole re-trace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import cache
+from typing import Any
+
+import torch
+
+HIDDEN, HEADS, PATCH, IMAGE = 32, 2, 8, 32
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm1 = torch.nn.LayerNorm(HIDDEN)
+        self.qkv = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, HIDDEN) for _ in range(3))
+        self.proj = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.norm2 = torch.nn.LayerNorm(HIDDEN)
+        self.fc1 = torch.nn.Linear(HIDDEN, 2 * HIDDEN)
+        self.fc2 = torch.nn.Linear(2 * HIDDEN, HIDDEN)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, _ = x.shape
+        h = self.norm1(x)
+        q, k, v = (
+            m(h).view(batch, tokens, HEADS, HIDDEN // HEADS).permute(0, 2, 1, 3) for m in self.qkv
+        )
+        scale = torch.tensor(float(HIDDEN // HEADS)) ** -0.5  # a rank-0 constant
+        attention = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * scale, dim=-1)
+        out = torch.matmul(attention, v).permute(0, 2, 1, 3).reshape(batch, tokens, HIDDEN)
+        x = x + self.proj(out)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class TinyViT(torch.nn.Module):
+    """Patch embedding, class token, position embedding, a block, head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = torch.nn.Conv2d(3, HIDDEN, PATCH, stride=PATCH)
+        tokens = (IMAGE // PATCH) ** 2 + 1
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, HIDDEN))
+        self.position = torch.nn.Parameter(torch.randn(1, tokens, HIDDEN))
+        self.blocks = torch.nn.Sequential(_Block())
+        self.norm = torch.nn.LayerNorm(HIDDEN)
+        self.head = torch.nn.Linear(HIDDEN, 10)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.patch(image).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.position
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def _model() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Tensor, ...]]]:
+    torch.manual_seed(0)
+    model = TinyViT().eval()
+    inputs = (torch.randn(1, 3, IMAGE, IMAGE),)
+    return model, inputs, [(torch.randn(1, 3, IMAGE, IMAGE),) for _ in range(2)]
+
+
+@cache
+def _lower(accelerated: bool) -> tuple[bytes, list[bytes], list[Any], list[Any]]:
+    """(.pte, TOSA flatbuffers, whole re-traces, pipeline reports) of the public-API TOSA INT flow."""
+    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
+    from executorch.backends.arm.tosa import TosaSpecification
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from lowerkit.arm_passes import accelerated_arm_pipeline
+    from lowerkit.pass_infra import (
+        accelerated_quantization,
+        decomposition_fallbacks,
+        delegate_payloads,
+    )
+
+    model, inputs, calibration = _model()
+    spec = TosaCompileSpec(TosaSpecification.create_from_string("TOSA-1.0+INT"))
+    quantizer = TOSAQuantizer(spec)
+    quantizer.set_global(get_symmetric_quantization_config())
+    with accelerated_quantization() if accelerated else contextlib.nullcontext():
+        prepared = prepare_pt2e(torch.export.export(model, inputs).module(check_guards=False), quantizer)
+        with torch.no_grad():
+            for batch in calibration:
+                prepared(*batch)
+        converted = convert_pt2e(prepared)
+    program = torch.export.export(converted, inputs)
+    with contextlib.ExitStack() as stack:
+        fallbacks = stack.enter_context(decomposition_fallbacks()) if accelerated else []
+        reports = stack.enter_context(accelerated_arm_pipeline()) if accelerated else []
+        edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
+        flatbuffers = delegate_payloads(edge.exported_program(), "TOSABackend")
+        pte = bytes(edge.to_executorch().buffer)
+    return pte, flatbuffers, list(fallbacks), list(reports)
+
+
+def test_transformer_same_tosa_and_pte_as_stock() -> None:
+    fast_pte, fast_tosa, _, reports = _lower(True)
+    stock_pte, stock_tosa, _, _ = _lower(False)
+    assert reports, "the accelerated Arm pipeline did not run"
+    assert stock_tosa and fast_tosa == stock_tosa
+    assert fast_pte == stock_pte
+
+
+def test_transformer_decompositions_say_why_they_re_trace() -> None:
+    _, _, fallbacks, _ = _lower(True)
+    # torch.tensor() in forward leaves lift_fresh_copy + detach_ (an in-place op) in the program.
+    assert fallbacks and fallbacks[0].reason == "aten.detach_.default mutates"
+    assert all(f.reason and f.nodes > 0 for f in fallbacks)
