@@ -154,8 +154,8 @@ def load(name: str, options: SourceOptions = DEFAULT) -> ModelSource:
                 f"pass --random-weights for untrained weights, or --weights FILE with those weights saved locally"
             )
         return _offline_architecture(entry, options)
-    if entry.kind == RANDOM and not options.random_weights:
-        raise UsageError(f"et:{name} is {entry.note}; pass --random-weights to build it with those random weights")
+    if entry.kind == RANDOM and not options.random_weights and options.weights is None:
+        raise UsageError(f"et:{name} is {entry.note}; pass --random-weights to build it with those random weights, or --weights FILE")
     if options.random_weights and entry.kind == UNTRAINED:
         raise UsageError(f"et:{name} is untrained already ({entry.note}); drop --random-weights")
     return _from_registry(entry, options)
