@@ -5,15 +5,18 @@ Names are model-source specs (see ``lowerkit lower MODEL``):
 * ``tv:NAME``: a torchvision model by name, ``weights=None`` (random weights). The set is
   ExecuTorch's backend test suite's (``executorch/backends/test/suite/models/test_torchvision.py``,
   input ``(1, 3, 224, 224)``), plus ``tv:resnet18``;
-* ``et:NAME``: ExecuTorch's example registry (``executorch.examples.models.MODEL_NAME_TO_MODEL``),
-  those that build without downloading weights;
+* ``et:NAME``: ExecuTorch's example registry (``executorch.examples.models.MODEL_NAME_TO_MODEL``)
+  as the CLI classifies it (``lowerkit.cli.sources.et``): untrained entries as they are, hub and
+  random-weight demo entries with ``--random-weights`` (the same architecture, offline);
 * ``hf:DIR``: a local Hugging Face ``save_pretrained`` folder. The corpus's are made from configs
   with random weights (seed 0) into a cache folder (`hf_root`), so ``hf:bert_tiny`` is the folder
   ``hf_root() / "bert_tiny"`` and loads exactly as a user's folder would.
 
-The suite's torchaudio models are listed with the reason they cannot run here (`Case.unavailable`).
-Every model is built with ``torch.manual_seed(0)`` first, so two builds in one machine have the same
-weights; calibration is the example inputs (aot_arm_compiler's default).
+Models are built by the CLI's own ``lowerkit.cli.model_source.load(spec, options)`` (seeded there),
+so a corpus name means here what it means to ``lowerkit lower``; text models get 32 tokens
+(``--sequence-length 32``). Calibration is the example inputs (aot_arm_compiler's default). The
+suite's torchaudio models, and registry entries that cannot build offline, are listed with the
+reason (`Case.unavailable`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class Case:
     group: str
     unavailable: str | None = None
     note: str = ""
+    #: Built with the CLI's ``--random-weights`` (an ``et:`` entry whose weights come from a hub).
+    random_weights: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ HF_NOTES = {
     "llama_8l": "Llama, 8 layers, dim 256, tied embeddings, vocab 32000, seq 32",
     "llama_16l": "Llama, 16 layers, dim 256, tied embeddings, vocab 32000, seq 32",
 }
+#: The corpus's Hugging Face image models (the others take tokens).
+IMAGE_MODELS = ("vit_tiny",)
 #: Tokens per example input of the text models.
 SEQUENCE_LENGTH = 32
 
@@ -154,47 +161,27 @@ def hf_folder(name: str) -> Path:
 
 # --- The corpus ----------------------------------------------------------------------------------------------
 
-#: ExecuTorch example models that build without downloads (random weights), with what they are.
-ET_EXAMPLES = {
-    "lstm": "torch.nn.quantizable LSTM(10, 20, 2), inputs (5, 3, 10) and (h0, c0)",
-    "mv2_untrained": "MobileNetV2, untrained, 224²",
-    "deep_autoencoder": "MLPerf Tiny deep autoencoder",
-    "ds_cnn": "MLPerf Tiny DS-CNN keyword spotting",
-    "mobilenet_v1_025": "MLPerf Tiny MobileNetV1 0.25",
-    "resnet8": "MLPerf Tiny ResNet8",
-    "add": "toy: add",
-    "add_mul": "toy: add and mul",
-    "linear": "toy: linear",
-    "mul": "toy: mul",
-    "softmax": "toy: softmax",
-    "conv1d": "toy: conv1d",
-    "sdpa": "toy: scaled_dot_product_attention",
-}
-#: ExecuTorch example models that need downloads (pretrained weights, tokenizers) or torchaudio.
-ET_UNAVAILABLE = {
-    "mv2": "downloads ImageNet weights (no hub access; tv:mobilenet_v2 / et:mv2_untrained are the same graph)",
-    "mv3": "downloads ImageNet weights (tv:mobilenet_v3_small is the same graph)",
-    "resnet18": "downloads ImageNet weights (tv:resnet18 is the same graph)",
-    "resnet50": "downloads ImageNet weights (tv:resnet50 is the same graph)",
-    "ic3": "downloads ImageNet weights (tv:inception_v3 is the same graph)",
-    "vit": "downloads ImageNet weights (tv:vit_b_16 is the same graph)",
-    "ic4": "downloads timm weights",
-    "deit_tiny": "downloads timm weights (hf:vit_tiny is a DeiT-tiny-sized ViT)",
-    "dl3": "downloads DeepLabV3 weights",
-    "edsr": "needs torchsr, which the lockfile does not hold",
-    "mobilebert": "downloads MobileBERT weights and tokenizer",
-    "w2l": TORCHAUDIO_UNAVAILABLE,
-    "emformer_transcribe": TORCHAUDIO_UNAVAILABLE,
-    "emformer_predict": TORCHAUDIO_UNAVAILABLE,
-    "emformer_join": TORCHAUDIO_UNAVAILABLE,
-}
+def _et_cases() -> list[Case]:
+    """The registry as the CLI classifies it: buildable offline (untrained, or random weights) or why not."""
+    from lowerkit.cli.sources import et
+
+    cases = []
+    for entry in et.catalogue():
+        missing = et.missing_packages(entry)
+        if entry.kind == et.UNAVAILABLE or missing:
+            reason = TORCHAUDIO_UNAVAILABLE if "torchaudio" in missing + list(entry.requires) else et.status(entry)
+            cases.append(Case(f"et:{entry.name}", "executorch examples", reason))
+        else:
+            note = "random weights (--random-weights): " + entry.note if entry.kind != et.UNTRAINED else entry.note
+            cases.append(Case(f"et:{entry.name}", "executorch examples", note=note, random_weights=entry.kind != et.UNTRAINED))
+    return cases
+
 
 CORPUS: tuple[Case, ...] = (
     *(Case(f"tv:{n}", "executorch suite: torchvision") for n in SUITE_TORCHVISION),
     Case("tv:resnet18", "torchvision"),
     *(Case(f"torchaudio:{n}", "executorch suite: torchaudio", TORCHAUDIO_UNAVAILABLE) for n in SUITE_TORCHAUDIO),
-    *(Case(f"et:{n}", "executorch examples", note=note) for n, note in ET_EXAMPLES.items()),
-    *(Case(f"et:{n}", "executorch examples", reason) for n, reason in ET_UNAVAILABLE.items()),
+    *_et_cases(),
     *(Case(f"hf:{n}", "hugging face (config, random weights)", note=note) for n, note in HF_NOTES.items()),
 )
 _BY_NAME = {c.name: c for c in CORPUS}
@@ -225,62 +212,25 @@ def _seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def load(name: str) -> Model:
-    """Build corpus model `name` (seed 0): module in eval mode, example inputs, calibration."""
+def load(name: str, *, image_size: int | None = None) -> Model:
+    """Build corpus model `name` with the CLI's model sources: eval module, example inputs, calibration.
+
+    `image_size` (``tv:`` / ``hf:`` image models) is the CLI's ``--image-size``.
+    """
+    from lowerkit.cli.model_source import load as load_source
+    from lowerkit.cli.sources.options import SourceOptions
+
     entry = case(name)
     if entry.unavailable:
         raise SystemExit(f"{name} is unavailable here: {entry.unavailable}")
     ensure_torchvision_importable()
-    with _seeded(0):
-        module, inputs = _build(source_spec(name))
-    module.eval()
+    spec = source_spec(name)
+    text = name.startswith("hf:") and name.removeprefix("hf:") not in IMAGE_MODELS
+    options = SourceOptions(
+        random_weights=entry.random_weights, image_size=image_size,
+        sequence_length=SEQUENCE_LENGTH if text else None,
+    )  # fmt: skip
+    source = load_source(spec, options)
+    module = source.eager().eval()
+    inputs = tuple(source.example_inputs)
     return Model(name, module, inputs, [inputs])
-
-
-def _build(spec: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    scheme, _, rest = spec.partition(":")
-    if scheme == "tv":
-        import torchvision  # type: ignore[import-untyped]
-
-        return torchvision.models.get_model(rest, weights=None), (torch.randn(1, 3, 224, 224),)
-    if scheme == "et":
-        from executorch.examples.models import MODEL_NAME_TO_MODEL
-        from executorch.examples.models.model_factory import EagerModelFactory
-
-        module, inputs, *_ = EagerModelFactory.create_model(*MODEL_NAME_TO_MODEL[rest])
-        return module, tuple(inputs)
-    if scheme == "hf":
-        return _hf_model(Path(rest))
-    raise SystemExit(f"unknown model source {spec!r}")
-
-
-class _FirstOutput(torch.nn.Module):
-    """A Hugging Face model called on one tensor, returning its first output (logits / hidden state)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.model(x, return_dict=False)
-        return out[0]
-
-
-def _hf_model(folder: Path) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    from transformers import (
-        AutoConfig,
-        AutoModel,
-        AutoModelForCausalLM,
-        AutoModelForImageClassification,
-    )
-
-    config = AutoConfig.from_pretrained(folder)
-    architecture = (config.architectures or [""])[0]
-    if architecture.endswith("ImageClassification"):
-        model = AutoModelForImageClassification.from_pretrained(folder)
-        size = config.image_size
-        return _FirstOutput(model), (torch.randn(1, config.num_channels, size, size),)
-    causal = architecture.endswith("CausalLM") or architecture.endswith("LMHeadModel")
-    model = AutoModelForCausalLM.from_pretrained(folder, use_cache=False) if causal else AutoModel.from_pretrained(folder)
-    ids = torch.randint(0, config.vocab_size, (1, SEQUENCE_LENGTH))
-    return _FirstOutput(model), (ids,)
