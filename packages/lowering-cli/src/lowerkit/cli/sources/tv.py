@@ -1,7 +1,9 @@
 """`tv:NAME`: a torchvision classification model by name, untrained unless `--weights FILE`.
 
-torchvision and timm are imported only here, and a failure to import them is one line naming
-the cause: a torchvision wheel whose compiled ops were built for another torch than the
+torchvision and timm are imported only here, and are optional: neither the `lowerkit` wheel nor
+the PEX depends on them (`no-infer-dep` below), because a torchvision built for another torch
+breaks transformers too (it imports torchvision whenever it is installed), and PyPI's torchvision
+wheels are built for the CUDA torch. A failure to import them is one line naming the cause: a torchvision wheel whose compiled ops were built for another torch than the
 installed one fails with "operator torchvision::nms does not exist" (timm imports torchvision).
 """
 
@@ -27,7 +29,7 @@ IMAGE_SIZES = {"inception_v3": 299}
 def import_torchvision(what: str) -> ModuleType:
     """`torchvision.models`, or a UsageError naming why torchvision cannot import here."""
     try:
-        import torchvision.models  # type: ignore[import-untyped]
+        import torchvision.models  # type: ignore[import-untyped]  # pants: no-infer-dep
     except Exception as error:
         raise UsageError(f"{what}: torchvision cannot import here: {_cause(error)}") from None
     return torchvision.models
@@ -36,7 +38,7 @@ def import_torchvision(what: str) -> ModuleType:
 def import_timm(what: str) -> ModuleType:
     """`timm`, or a UsageError naming why it cannot import here."""
     try:
-        import timm
+        import timm  # pants: no-infer-dep
     except Exception as error:
         raise UsageError(f"{what}: timm cannot import here: {_cause(error)}") from None
     return timm
