@@ -57,6 +57,15 @@ def test_channels_sharing_the_range_evenly_are_not_flagged() -> None:
     assert channel_axis("aten.conv2d", 3) == 1 and channel_axis("aten.linear", 3) == -1
 
 
+def test_dead_channels_are_not_counted_as_starved() -> None:
+    values = np.maximum(_conv_output(), 0.0)
+    values[:, 2:] = 0.0  # six channels dead after the ReLU: they need no levels
+    found = range_diagnostic(values, _scale(values))
+    assert found is not None and not found.flagged and not found.setters, found
+    values[:, 1] = 0.0  # one live channel left: nothing to compare it with
+    assert range_diagnostic(values, _scale(values)) is None
+
+
 def _layer(name: str, op: str, index: int, sqnr: float, scale: float, inputs: tuple[str, ...] = ()) -> LayerNumerics:
     return LayerNumerics(name, op, index, TensorError(sqnr, 0.1, 0.99, 0.5), scale=scale, inputs=inputs, keepable=True)
 

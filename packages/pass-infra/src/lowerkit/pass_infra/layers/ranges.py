@@ -116,7 +116,7 @@ def _kind(values: np.ndarray, low: float, high: float, rest: tuple[float, float]
     """offset / wide / heavy-tailed for a setting channel's values, given the other channels' (low, high)."""
     margin = 0.5 * (rest[1] - rest[0])
     outside = int(np.count_nonzero((values < rest[0] - margin) | (values > rest[1] + margin)))
-    if outside <= TAIL_SHARE * values.size:
+    if 0 < outside <= TAIL_SHARE * values.size:
         return "heavy-tailed", (outside, int(values.size))
     span = high - low
     if (low > 0 or high < 0) and min(abs(low), abs(high)) >= span:
@@ -140,10 +140,17 @@ def range_diagnostic(
     reach = _reach(low, high)
     spans = high - low
     widest = int(np.argmax(reach))
-    median = float(np.median(reach))
-    dominance = float(reach[widest] / median) if median > 0 else float("inf")
-    setters = [int(c) for c in np.argsort(-reach, kind="stable") if reach[c] >= DOMINANCE * median and reach[c] > 0]
-    others = np.setdiff1d(np.arange(count), setters) if setters else np.delete(np.arange(count), widest)
+    # Channels holding one value (dead after a ReLU, or constant) need no levels: the median and
+    # the channels a wide scale starves are taken among the live ones (any channel can set it).
+    live = np.flatnonzero(spans > 0)
+    if live.size < 2:
+        return None
+    median = float(np.median(reach[live]))
+    dominance = float(reach[widest] / median)
+    setters = [int(c) for c in np.argsort(-reach, kind="stable") if reach[c] >= DOMINANCE * median]
+    others = np.setdiff1d(live, setters or [widest])
+    if others.size == 0:
+        return None
     rest = (float(low[others].min()), float(high[others].max()))
     rest_reach = float(_reach(np.array(rest[0]), np.array(rest[1])))
     total = float(_reach(np.array(low.min()), np.array(high.max())))
@@ -156,8 +163,8 @@ def range_diagnostic(
         starved_share=round(starved, 4),
         flagged=bool(setters) and len(setters) <= max(1, count // 4) and others_levels < MIN_LEVELS,
         kind=kind,
-        low=round(float(low[widest]), 6),
-        high=round(float(high[widest]), 6),
+        low=float(low[widest]),
+        high=float(high[widest]),
         share=round(float(reach[widest]) / total, 4) if total > 0 else 0.0,
         others_levels=round(others_levels, 2),
         levels=levels,
