@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -95,7 +97,9 @@ def test_error_shown_at_a_data_movement_layer_is_charged_to_its_producer(sliced:
     assert ("stem", "pick") in sliced.keep_float_candidates(3)
 
 
-def _evaluator(table: dict[frozenset[str], float], base: float, calls: list[tuple[str, ...]]):  # type: ignore[no-untyped-def]
+def _evaluator(
+    table: dict[frozenset[str], float], base: float, calls: list[tuple[str, ...]]
+) -> Callable[[tuple[str, ...]], float]:
     def evaluate(names: tuple[str, ...]) -> float:
         calls.append(names)
         return table.get(frozenset(names), base)
