@@ -200,3 +200,29 @@ def test_values_of_users_of_an_input_replaced_in_place_are_dispatched(reuse_valu
     assert all(tuple(n.meta["val"].shape) == (1,) for n in cheap.graph.nodes if n.op == "call_function")
     assert cheap.code == stock.code
     assert meta_differences(stock, cheap) == []
+
+
+class ReluToAbs(ExportPass):
+    """Changes one op early in a chain; every later node is re-created unchanged."""
+
+    def call_operator(self, op, args, kwargs, meta):
+        if op == E.relu.default:
+            return super().call_operator(E.abs.default, args, kwargs, meta)
+        return super().call_operator(op, args, kwargs, meta)
+
+
+def test_nodes_after_a_changed_one_reuse_their_values_and_match_stock():
+    """abs's value is dispatched anew: its users get a new FakeTensor with the old one's
+    metadata, so their recorded values (none of them a view) are still what a dispatch gives."""
+    gm = build_chain(12)
+    vouch_for(gm)
+    old = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function"}
+    stock = run_stock(ReluToAbs(), gm)
+    with cheaper_replay():
+        cheap = run_stock(ReluToAbs(), gm)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    nodes = [n for n in cheap.graph.nodes if n.op == "call_function"]
+    first_abs = next(i for i, n in enumerate(nodes) if n.target == E.abs.default)
+    after = [n for n in nodes[first_abs + 1 :] if n.target != E.abs.default]
+    assert after and all(n.meta["val"] is old[n.name] for n in after)

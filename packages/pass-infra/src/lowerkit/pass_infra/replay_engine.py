@@ -221,17 +221,61 @@ def _reusable_value(val: Any, mode: Any) -> bool:
     return val is None or type(val) in (int, float, bool)
 
 
-def _same_inputs(new: Any, old: Any) -> bool:
-    """True when `new` (call_operator arguments) is exactly what node args `old` recorded."""
+def _same_fake_metadata(new: Any, old: Any) -> bool:
+    """True when FakeTensors `new` and `old` have the metadata a FakeTensor dispatch reads
+    (mode, dtype, device, static shape, stride, storage offset; neither a constant)."""
+    if type(new) is not FakeTensor or type(old) is not FakeTensor:
+        return False
+    if new.fake_mode is not old.fake_mode or new.constant is not None or old.constant is not None:
+        return False
+    shape = new.shape
+    if any(type(d) is not int for d in shape):
+        return False
+    return bool(
+        new.dtype == old.dtype
+        and shape == old.shape
+        and new.stride() == old.stride()
+        and new.device == old.device
+        and new.storage_offset() == old.storage_offset()
+        and new.requires_grad == old.requires_grad
+    )
+
+
+_ALIASING: dict[Any, bool] = {}
+
+
+def _returns_alias(target: Any) -> bool:
+    """Whether `target`'s schema says an output may alias an input (views), cached per operator."""
+    try:
+        return _ALIASING[target]
+    except KeyError:
+        schema = getattr(target, "_schema", None)
+        aliasing = schema is None or any(r.alias_info is not None for r in schema.returns)
+        _ALIASING[target] = aliasing
+        return aliasing
+
+
+def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
+    """True when `new` (call_operator arguments) is exactly what node args `old` recorded.
+
+    With `equal_metadata`, a tensor input may also be another FakeTensor with the recorded
+    one's metadata (a re-dispatched producer's new value): a dispatch computes the output's
+    metadata from its inputs' metadata alone. Only for operators whose outputs alias none of
+    their inputs (a view's value shares its input's storage, which would be the old one).
+    """
     if isinstance(old, Node):
         if type(new) is not ProxyValue:
             return False
         recorded = old.meta.get("val", _MISSING)
         data = new.data
-        return data is recorded or (
-            isinstance(recorded, FakeTensor)
-            and recorded.constant is not None
-            and data is recorded.constant
+        return (
+            data is recorded
+            or (
+                isinstance(recorded, FakeTensor)
+                and recorded.constant is not None
+                and data is recorded.constant
+            )
+            or (equal_metadata and _same_fake_metadata(data, recorded))
         )
     if type(new) is ProxyValue:
         return False
@@ -239,13 +283,13 @@ def _same_inputs(new: Any, old: Any) -> bool:
         return (
             isinstance(new, (list, tuple))
             and len(new) == len(old)
-            and all(_same_inputs(a, b) for a, b in zip(new, old, strict=True))
+            and all(_same_inputs(a, b, equal_metadata) for a, b in zip(new, old, strict=True))
         )
     if isinstance(old, dict):
         return (
             isinstance(new, dict)
             and new.keys() == old.keys()
-            and all(_same_inputs(new[k], old[k]) for k in old)
+            and all(_same_inputs(new[k], old[k], equal_metadata) for k in old)
         )
     if isinstance(new, torch.Tensor) or isinstance(old, torch.Tensor):
         return False
@@ -270,7 +314,8 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
         if isinstance(target, OpOverload) or hasattr(target, "_schema")
         else {}
     )
-    if not (_same_inputs(args, node.args) and _same_inputs(kwargs, old_kwargs)):
+    loose = type(val) is FakeTensor and not _returns_alias(target)
+    if not (_same_inputs(args, node.args, loose) and _same_inputs(kwargs, old_kwargs, loose)):
         return _MISSING
     _replay_tls.node = None  # at most one node re-uses a recorded value
     return val
@@ -278,13 +323,58 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
 
 def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
     """``_ExportPassBase._fx``, minus the FakeTensor dispatch when it would recompute the
-    replayed node's recorded value from the very same inputs."""
+    replayed node's recorded value from the very same inputs; a node re-created exactly as it
+    was (same op, inputs and metadata: a pass that leaves it alone) is copied as fast-copy does."""
+    node = getattr(_replay_tls, "node", None)
     val = _recorded_value(self, kind, target, args, kwargs)
+    result = None
     if val is _MISSING:
         val = _dispatch(self, kind, target, args, kwargs)
-    result = _traced_node(self, kind, target, args, kwargs, meta, val)
+    elif node is not None and type(val) is FakeTensor and _unchanged_meta(meta, node.meta):
+        result = _copied_node(self, node, target, args, kwargs, val)
+    if result is None:
+        result = _traced_node(self, kind, target, args, kwargs, meta, val)
     vouch_node(result.node)
     return result
+
+
+def _unchanged_meta(meta: Any, old: dict[str, Any]) -> bool:
+    """True when a call_operator `meta` holds exactly the replayed node's metadata (same objects)."""
+    data = getattr(meta, "data", None)
+    if type(data) is not dict or len(data) != len(old):
+        return False
+    for key, value in old.items():
+        if data.get(key, _MISSING) is not value:
+            return False
+    return True
+
+
+def _copied_node(
+    self: Any, old: Node, target: Any, args: Any, kwargs: Any, val: FakeTensor
+) -> ProxyValue | None:
+    """What `_traced_node` makes for `old` re-created unchanged, built as fast-copy builds it.
+
+    Stock: ``create_proxy`` under the replayed node's current meta, then ``meta.update`` with
+    that node's metadata and ``set_metadata``; `copy_node_direct` gives the same node directly
+    (None when its preconditions fail: the stock path runs).
+    """
+    tracer = self.tracer
+    args_proxy, kwargs_proxy = map_proxy_values(_proxy_of, (args, kwargs))
+    node_args = tracer.create_arg(args_proxy)
+    node_kwargs = tracer.create_arg(kwargs_proxy)
+    if type(node_args) is not tuple or type(node_kwargs) is not dict:
+        return None
+    name = None
+    if isinstance(target, OpOverload):
+        name = _upstream.target_to_str(tracer.graph, target.overloadpacket.__name__)
+    pass_name = getattr(_replay_tls, "pass_name", "")
+    if not pass_name:
+        return None
+    node = copy_node_direct(tracer, old, target, node_args, node_kwargs, name, pass_name)
+    if node is None:
+        return None
+    tracer.set_metadata(node, val)
+    return ProxyValue(val, tracer.proxy(node))
 
 
 def _cheap_set_metadata(self: Any, node: Node, value: Any) -> None:
@@ -304,14 +394,14 @@ def _cheap_run_node(self: Any, n: Node) -> Any:
     if _upstream.overrides_set_current_node(self):
         return _upstream.stock_run_node(self, n)
     options = CHEAP_REPLAY.options()
-    saved = getattr(_replay_tls, "node", None)
+    saved = getattr(_replay_tls, "node", None), getattr(_replay_tls, "pass_name", "")
+    pass_name = f"Interpreter_{self.__class__.__name__}"
     _replay_tls.node = n if options.reuse_values else None
+    _replay_tls.pass_name = pass_name
     try:
-        return _upstream.replay_run_node(
-            self, n, _LAZY_DEBUG_STR.defer, f"Interpreter_{self.__class__.__name__}"
-        )
+        return _upstream.replay_run_node(self, n, _LAZY_DEBUG_STR.defer, pass_name)
     finally:
-        _replay_tls.node = saved
+        _replay_tls.node, _replay_tls.pass_name = saved
 
 
 # A replay spends much of its time in generic machinery that gives a known answer for the
