@@ -29,7 +29,7 @@ IMAGE_SIZES = {"inception_v3": 299}
 def import_torchvision(what: str) -> ModuleType:
     """`torchvision.models`, or a UsageError naming why torchvision cannot import here."""
     try:
-        import torchvision.models  # type: ignore[import-untyped]  # pants: no-infer-dep
+        import torchvision.models  # pants: no-infer-dep
     except Exception as error:
         raise UsageError(f"{what}: torchvision cannot import here: {_cause(error)}") from None
     return torchvision.models
