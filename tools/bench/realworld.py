@@ -2,7 +2,10 @@
 
 For each model x target, each side of `bench.realworld_flows` (``stock``: ExecuTorch's public-API
 flow; ``dropin``: the same code inside lowerkit's accelerators; ``api``: ``lower_to_arm`` /
-``lower_to_coreml``) runs in a fresh process per run, ``OMP_NUM_THREADS=1``. The worker pays its
+``lower_to_coreml``) runs in a fresh process per run, ``OMP_NUM_THREADS=1`` and
+``PYTHONHASHSEED=0`` (`HASH_SEED`: stock ExecuTorch's own Arm ``.pte`` for ``hf:bert_tiny`` →
+TOSA INT depends on Python's string-hash seed — two stock processes with different seeds write
+different bytes — so the sides are compared under one seed, as a user's one process is). The worker pays its
 imports and builds the model before the clock starts; the clock covers export → quantize →
 ``to_edge_transform_and_lower`` → ``to_executorch``. Sides alternate (stock, dropin, api, then the
 reverse), ``--repeat`` rounds; medians. Recorded per run: pass / fail (the error's first line),
@@ -103,12 +106,16 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
     out.write_text(json.dumps(record))
 
 
+#: Python's string-hash seed of every worker (see the module docstring).
+HASH_SEED = "0"
+
+
 def run_side(side: str, model_name: str, target: str, timeout: float) -> dict[str, Any]:
     """One fresh worker process; its record, with the load average at its start."""
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "record.json"
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": HASH_SEED, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         command = [sys.executable, "-m", "bench.realworld", "--worker", side, model_name, target, str(out)]
         wall = time.perf_counter()
         try:
