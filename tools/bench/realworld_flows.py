@@ -122,6 +122,34 @@ def _arm_objects(target: str) -> tuple[Any, Callable[[Any], Any], Callable[[Any]
     return TosaCompileSpec(target), TOSAQuantizer, TOSAPartitioner
 
 
+def _public_flow(
+    module: torch.nn.Module, inputs: tuple[Any, ...], calibration: Sequence[tuple[Any, ...]], clock: _Clock,
+    backend: str, prepare: Callable[[torch.export.ExportedProgram], torch.fx.GraphModule] | None,
+    partitioner: Callable[[], Any], quantization_scope: Callable[[], Any], lowering_scope: Callable[[], Any],
+) -> Lowered:
+    """Export → (`prepare` given: prepare, calibrate, ``convert_pt2e``, re-export) →
+    ``to_edge_transform_and_lower`` with ``partitioner()`` (made after quantization) → ``to_executorch``."""
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+
+    with clock("export"):
+        program = torch.export.export(module, inputs)
+    if prepare is not None:
+        with clock("quantize"), quantization_scope():
+            prepared = prepare(program)
+            _calibrate(prepared, calibration)
+            converted = convert_pt2e(prepared)
+        with clock("re-export"):
+            program = torch.export.export(converted, inputs)
+    with lowering_scope():
+        with clock("to_edge_transform_and_lower"):
+            edge = to_edge_transform_and_lower(program, partitioner=[partitioner()])
+        payloads = _delegate_payloads(edge)
+        with clock("to_executorch"):
+            pte = bytes(edge.to_executorch().buffer)
+    return Lowered(pte, payloads, backend, clock.stages)
+
+
 def arm_public_api(
     module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
     clock: _Clock, quantization_scope: Callable[[], Any] = contextlib.nullcontext,
@@ -129,29 +157,20 @@ def arm_public_api(
 ) -> Lowered:
     """aot_arm_compiler's flow with ExecuTorch's public API; the scopes wrap quantization / lowering."""
     from executorch.backends.arm.quantizer import get_symmetric_quantization_config
-    from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
     spec, quantizer_class, partitioner_class = _arm_objects(target)
-    with clock("export"):
-        program = torch.export.export(module, inputs)
-    if target != "TOSA-1.0+FP":
-        with clock("quantize"), quantization_scope():
-            quantizer = quantizer_class(spec)
-            quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
-            # check_guards=False as lower_to_arm: DecomposeLayerNormPass cannot take the _guards_fn node.
-            prepared = prepare_pt2e(program.module(check_guards=False), quantizer)
-            _calibrate(prepared, calibration)
-            converted = convert_pt2e(prepared)
-        with clock("re-export"):
-            program = torch.export.export(converted, inputs)
-    with lowering_scope():
-        with clock("to_edge_transform_and_lower"):
-            edge = to_edge_transform_and_lower(program, partitioner=[partitioner_class(spec)])
-        payloads = _delegate_payloads(edge)
-        with clock("to_executorch"):
-            pte = bytes(edge.to_executorch().buffer)
-    return Lowered(pte, payloads, "arm", clock.stages)
+
+    def prepare(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+        quantizer = quantizer_class(spec)
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+        # check_guards=False as lower_to_arm: DecomposeLayerNormPass cannot take the _guards_fn node.
+        return prepare_pt2e(program.module(check_guards=False), quantizer)
+
+    return _public_flow(
+        module, inputs, calibration, clock, "arm", None if target == "TOSA-1.0+FP" else prepare,
+        lambda: partitioner_class(spec), quantization_scope, lowering_scope,
+    )
 
 
 def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
@@ -213,8 +232,7 @@ def coreml_public_api(
     ``lowerkit=False``: ExecuTorch's ``CoreMLQuantizer`` / ``CoreMLPartitioner``; True: lowerkit's,
     with ``accelerated_quantization()`` and ``accelerated_lowering()`` around their stages.
     """
-    from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
     options = _coreml_options(target)
     quantization_scope: Callable[[], Any] = contextlib.nullcontext
@@ -239,22 +257,14 @@ def coreml_public_api(
         specs = CoreMLBackend.generate_compile_specs(compute_precision=ct.precision.FLOAT16, **kwargs)
         partitioner = StockPartitioner(compile_specs=specs)
         quantizer_class = StockQuantizer
-    with clock("export"):
-        program = torch.export.export(module, inputs)
-    if target == "coreml-int8":
-        with clock("quantize"), quantization_scope():
-            prepared = prepare_pt2e(program.module(), quantizer_class(_int8_config()))
-            _calibrate(prepared, calibration)
-            converted = convert_pt2e(prepared)
-        with clock("re-export"):
-            program = torch.export.export(converted, inputs)
-    with lowering_scope():
-        with clock("to_edge_transform_and_lower"):
-            edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
-        payloads = _delegate_payloads(edge)
-        with clock("to_executorch"):
-            pte = bytes(edge.to_executorch().buffer)
-    return Lowered(pte, payloads, "coreml", clock.stages)
+
+    def prepare(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+        return prepare_pt2e(program.module(), quantizer_class(_int8_config()))
+
+    return _public_flow(
+        module, inputs, calibration, clock, "coreml", prepare if target == "coreml-int8" else None,
+        lambda: partitioner, quantization_scope, lowering_scope,
+    )
 
 
 def _coreml(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
