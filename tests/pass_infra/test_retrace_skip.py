@@ -147,12 +147,12 @@ def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytes
     from executorch.exir import to_edge_transform_and_lower
 
     from lowerkit.arm_passes.devices import compile_spec_for, partitioner_for
-    from lowerkit.arm_passes.lowering import _convert
+    from lowerkit.arm_passes.lowering import fake_quantize
     from lowerkit.pass_infra import accelerated_lowering, retrace_skip
     model = zoo.get("resnet8")
     inputs = model.example_inputs()
     spec = compile_spec_for("TOSA-1.0+INT")
-    converted = _convert(torch.export.export(model.module().eval(), inputs), inputs, spec, None, stock=True)
+    converted = fake_quantize(torch.export.export(model.module().eval(), inputs), inputs, spec, None, stock=True)
     program = torch.export.export(converted, inputs)
     taken: list[str] = []
     local = retrace_skip.decompose_locally

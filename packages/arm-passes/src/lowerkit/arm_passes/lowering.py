@@ -43,7 +43,7 @@ from lowerkit.pass_infra import (
 )
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
 
-__all__ = ["ArmLowering", "lower_to_arm"]
+__all__ = ["ArmLowering", "fake_quantize", "lower_to_arm"]
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def _export(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
     return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
 
 
-def _convert(
+def fake_quantize(
     program: ExportedProgram,
     inputs: tuple[Any, ...],
     compile_spec: Any,
@@ -259,7 +259,7 @@ def _lower(
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     program = _export(model_or_exported_program, inputs)
     if quantize and is_integer(target):
-        converted = _convert(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
+        converted = fake_quantize(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
         program = torch.export.export(converted, inputs)
 
     flatbuffers: list[bytes] = []

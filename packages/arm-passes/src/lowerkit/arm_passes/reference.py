@@ -18,7 +18,7 @@ from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.lowering import ArmLowering
 from lowerkit.pass_infra import sqnr_db
 
-__all__ = ["ReferenceCheck", "run_tosa_reference", "verify_on_reference_model"]
+__all__ = ["ReferenceCheck", "native_stdout_to_stderr", "run_tosa_reference", "verify_on_reference_model"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ _BENIGN_NOTICE = "Different TOSA spec in flatbuffer and serializer versions dete
 
 
 @contextlib.contextmanager
-def _native_stdout_to_stderr() -> Iterator[None]:
+def native_stdout_to_stderr() -> Iterator[None]:
     """Send what native code prints to stdout (file descriptor 1) to stderr, after the fact.
 
     The reference model prints to stdout, which would corrupt a caller's own output (e.g.
@@ -68,7 +68,7 @@ def run_tosa_reference(flatbuffer: bytes, inputs: Sequence[np.ndarray]) -> list[
     """Run one TOSA flatbuffer on the TOSA reference model; returns its outputs as numpy arrays."""
     import tosa_reference_model as reference_model  # type: ignore[import-untyped]
 
-    with _native_stdout_to_stderr():
+    with native_stdout_to_stderr():
         outputs, status = reference_model.run(
             flatbuffer, list(inputs), verbosity="LOW", initialize_variable_tensor_from_numpy=True
         )

@@ -29,7 +29,7 @@ from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.lowering import ArmLowering, lower_to_arm
 from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.qparam_interpreter import run_graph
-from lowerkit.arm_passes.reference import _native_stdout_to_stderr, run_tosa_reference
+from lowerkit.arm_passes.reference import native_stdout_to_stderr, run_tosa_reference
 from lowerkit.pass_infra.inputs import example_input_tuple
 
 __all__ = ["PassBisection", "bisect_passes", "bisect_recorded", "quantized_feeds"]
@@ -250,7 +250,7 @@ def _scan(
     culprit: PassState | None = None
     before = after = end_quanta = final_quanta = None
     last: list[torch.Tensor] | None = None
-    with _upstream.tosa_context(lowering.compile_spec, states[-1].root), _native_stdout_to_stderr():
+    with _upstream.tosa_context(lowering.compile_spec, states[-1].root), native_stdout_to_stderr():
         try:
             reference = _outputs(states, 0, feeds)
         except Exception as error:  # nothing to compare with: the bisection cannot run

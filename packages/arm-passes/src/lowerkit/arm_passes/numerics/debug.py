@@ -15,7 +15,7 @@ from torch.export import ExportedProgram
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.devices import compile_spec_for, is_integer
 from lowerkit.arm_passes.errors import ArmLoweringError
-from lowerkit.arm_passes.lowering import ArmLowering, _convert, lower_to_arm
+from lowerkit.arm_passes.lowering import ArmLowering, fake_quantize, lower_to_arm
 from lowerkit.arm_passes.numerics.bisect import PassBisection, bisect_recorded, quantized_feeds
 from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.tosa_tensors import (
@@ -67,7 +67,7 @@ def quantized_program(
 ) -> torch.fx.GraphModule:
     """The fake-quantized torch module lower_to_arm would export and lower (no lowering)."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    return _convert(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float=keep_float)
+    return fake_quantize(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float=keep_float)
 
 
 def _batches(inputs: tuple[Any, ...], calibration: Sequence[Sequence[Any]] | None) -> list[tuple[Any, ...]]:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lowerkit.arm_passes.reference import _native_stdout_to_stderr, run_tosa_reference
+from lowerkit.arm_passes.reference import native_stdout_to_stderr, run_tosa_reference
 
 __all__ = ["TosaTensor", "drop_reordered", "read_intermediates", "tosa_tensors"]
 
@@ -134,7 +134,7 @@ def read_intermediates(flatbuffer: bytes, feeds: Sequence[np.ndarray], names: Se
         with open(path, "wb") as out:
             out.write(flatbuffer)
         serializer = ts.TosaSerializer("")
-        with _native_stdout_to_stderr():  # it prints a version notice
+        with native_stdout_to_stderr():  # it prints a version notice
             loaded = serializer.loadTosaFlatbuffer(path)
         if not loaded:
             raise ValueError("tosa-tools could not read the TOSA flatbuffer")
