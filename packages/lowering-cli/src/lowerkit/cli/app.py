@@ -412,6 +412,7 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
     """Lower zoo models to several targets, verify them, and print time, size and checks."""
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
+    from lowerkit.cli.result import short_verification
     from lowerkit.cli.verify import COREML_CANNOT_RUN
 
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -426,7 +427,7 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
         delegates = ", ".join(d.backend_id for d in inspect_pte.summarize(path).methods[0].delegates)
         click.echo(
             f"{model_name:<18} {target_name:<18} {sum(lowered.seconds.values()):>8.1f} "
-            f"{len(lowered.pte):>10,}  {delegates or 'none':<22} {_short_verification(lowered.verification)}"
+            f"{len(lowered.pte):>10,}  {delegates or 'none':<22} {short_verification(lowered.verification)}"
         )
     click.echo(f"wrote {len(DEMO_RUNS)} programs to {output_dir}/ (inspect them with 'lowerkit inspect')")
     click.echo(COREML_CANNOT_RUN + ".")
@@ -440,14 +441,6 @@ DEMO_RUNS: list[tuple[str, str]] = [
     ("ds_cnn", "tosa-int"),
     ("cnn9_layernorm", "ethos-u55-128"),
 ]
-
-
-def _short_verification(check: dict[str, Any]) -> str:
-    for key, label in (("sqnr_db", "SQNR"), ("output_sqnr_db", "output SQNR"), ("weight_sqnr_db", "weight SQNR")):
-        if isinstance(check.get(key), float):
-            quanta = check.get("max_error_quanta")
-            return f"{label} {check[key]:.1f} dB" + (f", max error {quanta:g} quanta" if quanta is not None else "")
-    return "no quantization to check"
 
 
 def _pass_names(value: str) -> list[str]:

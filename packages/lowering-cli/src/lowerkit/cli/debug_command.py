@@ -117,7 +117,7 @@ def _run(
     source: Any, target: str, batches: list[Any], names: tuple[str, ...], threshold: float | None, scan: int,
     bisect: bool = False, target_sqnr: float = 30.0, search: int = 6,
 ) -> Any:
-    from lowerkit.cli.lowering import _as_lowering_error
+    from lowerkit.cli.lowering import as_lowering_error
 
     model = source.module if source.module is not None else source.export()
     try:
@@ -157,7 +157,7 @@ def _run(
     except CliError:
         raise
     except Exception as error:
-        raise _as_lowering_error(error, f"debugging {source.name} on {target}") from error
+        raise as_lowering_error(error, f"debugging {source.name} on {target}") from error
 
 
 def _commands(

@@ -41,7 +41,7 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps) -> Lowere
     except CliError:
         raise
     except Exception as error:
-        raise _as_lowering_error(error, f"lowering {source.name} to {target.name}") from error
+        raise as_lowering_error(error, f"lowering {source.name} to {target.name}") from error
     return lowered
 
 
@@ -53,7 +53,7 @@ def _verify(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
     return verify.verify_coreml(lowered, source)
 
 
-def _as_lowering_error(error: Exception, what: str) -> Exception:
+def as_lowering_error(error: Exception, what: str) -> Exception:
     if os.environ.get("LOWERKIT_DEBUG"):
         return error
     text = str(error).strip()

@@ -105,10 +105,10 @@ def lower_job(job: Job, out_dir: Path, settings: CacheSettings) -> Row:
 
 def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Row:
     from lowerkit.cli import targets
-    from lowerkit.cli.app import _short_verification
     from lowerkit.cli.cache import cached
     from lowerkit.cli.options import LowerOptions
     from lowerkit.cli.progress import Steps
+    from lowerkit.cli.result import short_verification
     from lowerkit.pass_infra.files import write_bytes_atomically
 
     if job.coreml_passes is not None:
@@ -127,7 +127,7 @@ def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Ro
         cache=lowered.cache,
         seconds=round(time.perf_counter() - start, 3),
         bytes=len(lowered.pte),
-        verify=_short_verification(lowered.verification) if job.verify else "-",
+        verify=short_verification(lowered.verification) if job.verify else "-",
         output=str(output),
     )
 
