@@ -175,7 +175,9 @@ def file_digest(path: Path) -> str:
 
 
 def _add_converter(digest: _Digest, options: LowerOptions) -> None:
-    if options.target.name.startswith("vgf-"):
+    from lowerkit.cli.targets import backend_of
+
+    if backend_of(options.target).runs_model_converter(options.target):
         digest.add("model-converter", converter_fingerprint())
 
 
