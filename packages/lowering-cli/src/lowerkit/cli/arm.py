@@ -14,7 +14,7 @@ from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
 
 if TYPE_CHECKING:
-    from lowerkit.cli.model_source import Inputs, ModelSource
+    from lowerkit.cli.sources.model import Inputs, ModelSource
 
 #: Every Ethos-U configuration ExecuTorch 1.5.1 accepts: (NPU, MACs per cycle). Listed here, not
 #: imported from lowerkit.arm_passes, so `lowerkit targets` starts without torch (a test checks

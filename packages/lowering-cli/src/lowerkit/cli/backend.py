@@ -20,7 +20,7 @@ from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
 
 if TYPE_CHECKING:
-    from lowerkit.cli.model_source import Inputs, ModelSource
+    from lowerkit.cli.sources.model import Inputs, ModelSource
 
 #: The options of a command line that only some targets take, by flag ("--tosa-dir"), as
 #: parsed; None or False: not given.

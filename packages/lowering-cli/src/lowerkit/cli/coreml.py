@@ -18,7 +18,7 @@ from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
 
 if TYPE_CHECKING:
-    from lowerkit.cli.model_source import Inputs, ModelSource
+    from lowerkit.cli.sources.model import Inputs, ModelSource
     from lowerkit.coreml_preprocess import CoreMLCompileOptions, WeightCompression
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lowerkit.cli.errors import UsageError
-from lowerkit.cli.model_source import ModelSource
 from lowerkit.cli.options import Target
+from lowerkit.cli.sources.model import ModelSource
 from lowerkit.cli.targets import describe
 from lowerkit.pass_infra.suggest import did_you_mean
 

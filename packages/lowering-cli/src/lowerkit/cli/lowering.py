@@ -6,10 +6,10 @@ import os
 
 from lowerkit.cli import calibration
 from lowerkit.cli.errors import CliError, LoweringError
-from lowerkit.cli.model_source import ModelSource
 from lowerkit.cli.options import LowerOptions
 from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
+from lowerkit.cli.sources.model import ModelSource
 from lowerkit.cli.targets import backend_of
 
 

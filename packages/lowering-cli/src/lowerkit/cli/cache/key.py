@@ -40,7 +40,7 @@ from lowerkit.cli.options import LowerOptions
 if TYPE_CHECKING:
     import torch
 
-    from lowerkit.cli.model_source import Inputs, ModelSource
+    from lowerkit.cli.sources.model import Inputs, ModelSource
     from lowerkit.cli.sources.options import SourceOptions
 
 #: Bumped when the key or the entry layout changes meaning.
