@@ -140,10 +140,13 @@ def lower_command(
     cache_remote_read_only: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, et:NAME, hf:DIR, tv:NAME, FILE.pt2 or package.module:factory) to a .pte."""
-    # Parse.
+    # Parse (the outputs must be writable before a pass file is read).
     target = targets.get(target_name)
     backend = targets.backend_of(target)
     source = SourceOptions(weights, task, random_weights, sequence_length, image_size)
+    for path in (output, report, bundle, etrecord):
+        if path is not None:
+            atomic.check_writable(path)
     given = {
         "--system-config": system_config, "--memory-mode": memory_mode, "--vela-config": vela_config,
         "--sram-budget": sram_budget, "--flash-budget": flash_budget, "--a16w8": a16w8,
@@ -151,10 +154,7 @@ def lower_command(
         "--coreml-passes": _pass_names(coreml_passes) if coreml_passes else None,
         "--recipe": recipe, "--shapes": shapes,
     }  # fmt: skip
-    # Validate, before any work.
-    for path in (output, report, bundle, etrecord):
-        if path is not None:
-            atomic.check_writable(path)
+    # Validate the options against the target's backend, before any work.
     setting_warnings: list[str] = []
     settings = targets.check_options(target, given, warn=setting_warnings)
     from lowerkit.cli.cache import cached
