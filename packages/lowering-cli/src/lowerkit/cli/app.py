@@ -17,7 +17,7 @@ import click
 from lowerkit.cli import atomic, debug_command, inspect_pte, targets
 from lowerkit.cli.cache import commands as cache_commands
 from lowerkit.cli.daemon import commands as daemon_commands
-from lowerkit.cli.errors import CliError, LoweringError, UsageError
+from lowerkit.cli.errors import CliError, UsageError
 from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
 from lowerkit.cli.sources.flags import source_options
@@ -140,41 +140,23 @@ def lower_command(
     cache_remote_read_only: bool,
 ) -> None:
     """Lower MODEL (zoo:NAME, et:NAME, hf:DIR, tv:NAME, FILE.pt2 or package.module:factory) to a .pte."""
+    # Parse (the outputs must be writable before a pass file is read).
     target = targets.get(target_name)
+    backend = targets.backend_of(target)
     source = SourceOptions(weights, task, random_weights, sequence_length, image_size)
     for path in (output, report, bundle, etrecord):
         if path is not None:
             atomic.check_writable(path)
+    given = {
+        "--system-config": system_config, "--memory-mode": memory_mode, "--vela-config": vela_config,
+        "--sram-budget": sram_budget, "--flash-budget": flash_budget, "--a16w8": a16w8,
+        "--bundle": bundle, "--etrecord": etrecord, "--tosa-dir": tosa_dir, "--mlpackage": mlpackage,
+        "--coreml-passes": _pass_names(coreml_passes) if coreml_passes else None,
+        "--recipe": recipe, "--shapes": shapes,
+    }  # fmt: skip
+    # Validate the options against the target's backend, before any work.
     setting_warnings: list[str] = []
-    arm_settings = _arm_settings(
-        target, system_config=system_config, memory_mode=memory_mode, vela_config=vela_config, a16w8=a16w8,
-        bundle=bundle, etrecord=etrecord, sram_budget=sram_budget, flash_budget=flash_budget,
-        warn=setting_warnings,
-    )
-    if mlpackage is not None and target.backend != "coreml":
-        raise UsageError(f"--mlpackage applies to Core ML targets, not '{target.name}'")
-    if tosa_dir is not None and target.backend != "arm":
-        raise UsageError(f"--tosa-dir applies to Arm targets, not '{target.name}'")
-    pass_names = _pass_names(coreml_passes) if coreml_passes else None
-    if pass_names is not None:
-        if target.backend != "coreml":
-            raise UsageError(f"--coreml-passes applies to Core ML targets, not '{target.name}'")
-        from lowerkit.cli.coreml import compile_options
-
-        compile_options(target, pass_names)  # validates the names before any work
-    if recipe is not None:
-        if target.backend != "coreml":
-            raise UsageError(f"--recipe applies to Core ML targets, not '{target.name}'")
-        from lowerkit.cli.coreml import load_recipe
-
-        load_recipe(target, recipe)  # a bad file is one line, before any work
-    enumerated = None
-    if shapes is not None:
-        if target.backend != "coreml":
-            raise UsageError(f"--shapes applies to Core ML targets, not '{target.name}'")
-        from lowerkit.cli.coreml import parse_shapes
-
-        enumerated = tuple(parse_shapes(shapes).items())
+    settings = targets.check_options(target, given, warn=setting_warnings)
     from lowerkit.cli.cache import cached
     from lowerkit.cli.progress import Steps
 
@@ -188,33 +170,13 @@ def lower_command(
         from lowerkit.cli import model_source
 
         kept_float = kept.check(keep_float, model_source.load(model, source), target)
-    options = LowerOptions(
-        target,
-        calibration_path=calibration,
-        pass_names=tuple(pass_names) if pass_names is not None else None,
-        verify=verify,
-        recipe=recipe,
-        shapes=enumerated,
-        **arm_settings,
-        keep_float=kept_float,
-    )
+    options = LowerOptions(target, calibration_path=calibration, verify=verify, keep_float=kept_float, **settings)
+    # Lower, through the cache.
     lowered = cached.lower_model(model, options, steps=steps, cache=cache, source_options=source)
     lowered.warnings[:0] = setting_warnings
+    # Write.
     write_bytes_atomically(output, lowered.pte)
-    for kind, path in (("bundle", bundle), ("etrecord", etrecord)):
-        if path is not None:
-            write_bytes_atomically(path, lowered.extras[kind])
-    if mlpackage is not None:
-        from lowerkit.cli.coreml_payload import write_mlpackage
-
-        payloads = [p for backend, p in inspect_pte.payloads(lowered.pte) if backend == "CoreMLBackend"]
-        if len(payloads) != 1:
-            raise LoweringError(f"--mlpackage needs exactly one Core ML delegate, the program has {len(payloads)}")
-        write_mlpackage(payloads[0], mlpackage)
-    if tosa_dir is not None:
-        tosa_dir.mkdir(parents=True, exist_ok=True)
-        for name, flatbuffer in lowered.tosa.items():
-            write_bytes_atomically(tosa_dir / name, flatbuffer)
+    written = backend.write_outputs(lowered, options, given)
     summary = _summary(lowered, output)
     if report is not None:
         write_bytes_atomically(report, (json.dumps(summary, indent=2) + "\n").encode())
@@ -227,71 +189,10 @@ def lower_command(
         f"wrote {output} ({len(lowered.pte):,} bytes) for {target.name} in {sum(lowered.seconds.values()):.1f} s"
         f" (cache {lowered.cache})"
     )
-    for kind, path in (("bundled program", bundle), ("ETRecord", etrecord)):
-        if path is not None:
-            click.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {kind})")
-    if lowered.npu:
-        from lowerkit.cli.npu import render
-
-        for line in render(lowered.npu, layers=False):
-            click.echo(line)
+    for line in (*written, *backend.result_lines(lowered)):
+        click.echo(line)
     if lowered.verification:
         click.echo(f"verify: {_verification_line(lowered.verification)}")
-
-
-#: Options that apply to Ethos-U targets only.
-_ETHOS_U_ONLY = ("--system-config", "--memory-mode", "--vela-config", "--sram-budget", "--flash-budget")
-#: Of those, the Vela settings ExecuTorch's aot_arm_compiler takes for `vgf` and ignores: a warning there.
-_IGNORED_BY_VGF = ("--system-config", "--memory-mode", "--vela-config")
-
-
-def _arm_settings(target: targets.Target, *, warn: list[str], **given: Any) -> dict[str, Any]:
-    """The Arm fields of LowerOptions, checked against the target before any work; UsageError otherwise.
-
-    Settings upstream ignores for the target are dropped, with a line appended to `warn`.
-    """
-    from lowerkit.cli.sizes import parse_size
-
-    ethos_u = target.name.startswith("ethos-u")
-    vgf = target.name.startswith("vgf")
-    for option in _ETHOS_U_ONLY:
-        field = option.removeprefix("--").replace("-", "_")
-        if given[field] is None or ethos_u:
-            continue
-        if vgf and option in _IGNORED_BY_VGF:
-            warn.append(f"{option} is a Vela (Ethos-U) setting; '{target.name}' ignores it, as ExecuTorch's VGF lowering does")
-            given[field] = None
-            continue
-        raise UsageError(f"{option} applies to Ethos-U targets (ethos-u55-128, ...), not '{target.name}'")
-    if given["a16w8"] and not ethos_u:
-        if target.name == "tosa-int16":
-            hint = "; tosa-int16 is a16w8 already"
-        elif vgf:
-            hint = "; ExecuTorch's VGF lowering uses TOSA-1.0+INT, which has no int16 (use -t tosa-int16)"
-        else:
-            hint = "; for TOSA use -t tosa-int16"
-        raise UsageError(f"--a16w8 applies to Ethos-U targets, not '{target.name}'{hint}")
-    for option in ("bundle", "etrecord"):
-        if given[option] is not None and target.backend != "arm":
-            raise UsageError(f"--{option} applies to Arm targets, not '{target.name}'")
-    if given["bundle"] is not None and given["bundle"].suffix != ".bpte":
-        raise UsageError(f"--bundle writes a bundled program; name it '{given['bundle'].with_suffix('.bpte')}'")
-    vela_config = given["vela_config"]
-    if vela_config is not None and not vela_config.is_file():
-        raise UsageError(f"Vela config file '{vela_config}' does not exist; give the path of a vela.ini")
-    budgets = {
-        name: parse_size(given[name], f"--{name.replace('_', '-')}") if given[name] is not None else None
-        for name in ("sram_budget", "flash_budget")
-    }
-    return {
-        "system_config": given["system_config"],
-        "memory_mode": given["memory_mode"],
-        "vela_config": vela_config,
-        "a16w8": given["a16w8"],
-        "bundle_path": given["bundle"],
-        "etrecord_path": given["etrecord"],
-        **budgets,
-    }
 
 
 def _verification_line(check: dict[str, Any]) -> str:
@@ -412,7 +313,6 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
     """Lower zoo models to several targets, verify them, and print time, size and checks."""
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
-    from lowerkit.cli.result import short_verification
     from lowerkit.cli.verify import COREML_CANNOT_RUN
 
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -427,7 +327,8 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
         delegates = ", ".join(d.backend_id for d in inspect_pte.summarize(path).methods[0].delegates)
         click.echo(
             f"{model_name:<18} {target_name:<18} {sum(lowered.seconds.values()):>8.1f} "
-            f"{len(lowered.pte):>10,}  {delegates or 'none':<22} {short_verification(lowered.verification)}"
+            f"{len(lowered.pte):>10,}  {delegates or 'none':<22} "
+            f"{targets.backend_of(target).short_verification(lowered.verification)}"
         )
     click.echo(f"wrote {len(DEMO_RUNS)} programs to {output_dir}/ (inspect them with 'lowerkit inspect')")
     click.echo(COREML_CANNOT_RUN + ".")

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from lowerkit.cli.errors import UsageError
-from lowerkit.cli.model_source import Inputs, ModelSource
+from lowerkit.cli.sources.model import Inputs, ModelSource
 
 DEFAULT_BATCHES = 8
 

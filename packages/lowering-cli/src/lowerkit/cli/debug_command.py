@@ -14,16 +14,11 @@ from typing import Any
 import click
 
 from lowerkit.cli import atomic, targets
+from lowerkit.cli.backend import DebugRequest
 from lowerkit.cli.errors import CliError, UsageError
+from lowerkit.cli.options import Target
 from lowerkit.cli.sources.flags import as_arguments, source_options
 from lowerkit.cli.sources.options import DEFAULT, SourceOptions
-
-#: Core ML targets `debug` compares layer by layer (every Arm target is compared too).
-COREML_DEBUG_TARGETS = ("coreml-int8", "coreml-w8", "coreml-w4", "coreml-palettize4")
-
-
-def _debuggable(target: targets.Target) -> bool:
-    return target.backend == "arm" or target.name in COREML_DEBUG_TARGETS or target.name.startswith("coreml-palettize")
 
 
 @click.command("debug")
@@ -73,13 +68,11 @@ def debug_command(
 ) -> None:
     """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
     target = targets.get(target_name)
-    if not _debuggable(target):
-        raise UsageError(
-            f"debug compares lowered layers with float: use an Arm target or one of "
-            f"{', '.join(COREML_DEBUG_TARGETS)} (or coreml-palettize*), not '{target.name}'"
-        )
-    if bisect and target.backend != "arm":
-        raise UsageError(f"--bisect bisects the Arm pass pipeline; '{target.name}' is not an Arm target")
+    backend = targets.backend_of(target)
+    if not backend.debuggable(target):
+        debuggable = targets.describe(lambda t: targets.backend_of(t).debuggable(t))
+        raise UsageError(f"debug compares lowered layers with float: use {debuggable}; not '{target.name}'")
+    targets.check_applicable(target, {"--bisect": bisect}, warn=[])
     if output is not None:
         atomic.check_writable(output)
     from lowerkit.cli import calibration as calibration_data
@@ -95,7 +88,8 @@ def debug_command(
     batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
-        report = _run(source, target.name, batches, names, threshold, scan, bisect, target_sqnr, search)
+        request = DebugRequest(batches, names, threshold, scan, bisect, target_sqnr, search)
+        report = _run(source, target, request)
     report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
     report.summary["commands"] = _commands(model, target.name, calibration, names, report, built)
     for warning in warnings:
@@ -113,51 +107,16 @@ def debug_command(
         click.echo(f"wrote {output}")
 
 
-def _run(
-    source: Any, target: str, batches: list[Any], names: tuple[str, ...], threshold: float | None, scan: int,
-    bisect: bool = False, target_sqnr: float = 30.0, search: int = 6,
-) -> Any:
+def _run(source: Any, target: Target, request: DebugRequest) -> Any:
+    """The target's backend's report; a failure past the user's input is one line."""
     from lowerkit.cli.lowering import as_lowering_error
 
-    model = source.module if source.module is not None else source.export()
     try:
-        if target.startswith("coreml-") and target != "coreml-int8":
-            from lowerkit.coreml_preprocess.numerics import (
-                NoQuantizedLayerError as NothingCompressed,
-            )
-            from lowerkit.coreml_preprocess.numerics import debug_coreml_weights
-
-            try:
-                return debug_coreml_weights(model, source.example_inputs, target.removeprefix("coreml-"), model_name=source.name)
-            except NothingCompressed as error:
-                raise UsageError(str(error)) from None
-        if target == "coreml-int8":
-            from lowerkit.coreml_preprocess.numerics import NoQuantizedLayerError as CoreMLNone
-            from lowerkit.coreml_preprocess.numerics import debug_coreml
-
-            try:
-                return debug_coreml(
-                    model, source.example_inputs, calibration=batches or None, keep_float=names,
-                    threshold_db=20.0 if threshold is None else threshold, scan=scan, model_name=source.name,
-                    target_sqnr_db=target_sqnr, search=search,
-                )
-            except CoreMLNone as error:
-                raise UsageError(str(error)) from None
-        from lowerkit.arm_passes.numerics.debug import NoQuantizedLayerError, debug_arm
-        from lowerkit.cli.arm import ARM_TARGET_NAMES
-
-        try:
-            return debug_arm(
-                model, source.example_inputs, ARM_TARGET_NAMES[target], calibration=batches or None,
-                keep_float=names, threshold_quanta=1.0 if threshold is None else threshold, scan=scan,
-                model_name=source.name, bisect=True if bisect else None, target_sqnr_db=target_sqnr, search=search,
-            )
-        except NoQuantizedLayerError as error:
-            raise UsageError(str(error)) from None
+        return targets.backend_of(target).debug(source, target, request)
     except CliError:
         raise
     except Exception as error:
-        raise as_lowering_error(error, f"debugging {source.name} on {target}") from error
+        raise as_lowering_error(error, f"debugging {source.name} on {target.name}") from error
 
 
 def _commands(

@@ -1,24 +1,10 @@
-"""The console entry point: quiets third-party noise before anything heavy is imported."""
+"""The console entry point: quiets third-party noise, hands the command to a daemon or runs it here."""
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-import warnings
 
-
-def quiet_libraries() -> None:
-    """Silence the logs, warnings and progress bars of torch, ExecuTorch and coremltools.
-
-    Must run before those libraries are imported: tqdm reads its environment at import.
-    Set LOWERKIT_DEBUG=1 to keep them.
-    """
-    if os.environ.get("LOWERKIT_DEBUG"):
-        return
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    logging.disable(logging.WARNING)
-    warnings.simplefilter("ignore")
+from lowerkit.cli.quiet import quiet_libraries
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lowerkit.cli.errors import UsageError
-from lowerkit.cli.model_source import ModelSource
-from lowerkit.cli.targets import Target
+from lowerkit.cli.options import Target
+from lowerkit.cli.sources.model import ModelSource
+from lowerkit.cli.targets import describe
 from lowerkit.pass_infra.suggest import did_you_mean
 
 
@@ -28,7 +29,8 @@ def check(names: Sequence[str], source: ModelSource, target: Target) -> tuple[st
     if not names:
         return ()
     if not target.calibrates:
-        raise UsageError(f"--keep-float applies to quantizing targets (tosa-int, ethos-u*, vgf-int, coreml-int8), not '{target.name}'")
+        quantizing = describe(lambda t: t.calibrates)
+        raise UsageError(f"--keep-float applies to quantizing targets ({quantizing}), not '{target.name}'")
     known = module_names(source)
     for name in names:
         if name not in known:

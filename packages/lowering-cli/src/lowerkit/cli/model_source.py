@@ -2,14 +2,13 @@
 
 `load(spec, options)` is the one entry point; the `et:`, `hf:` and `tv:` sources live in
 `lowerkit.cli.sources` (one module each), `SourceOptions` says how to build (weights file,
-task, random weights, input sizes) and defaults to what the source alone says.
+task, random weights, input sizes) and defaults to what the source alone says. What every
+source builds, a `ModelSource`, is defined in `lowerkit.cli.sources.model`.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,37 +16,8 @@ import torch
 from lowerkit import zoo
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.kinds import kind_of
+from lowerkit.cli.sources.model import ModelSource
 from lowerkit.cli.sources.options import DEFAULT, SourceOptions
-
-Inputs = tuple[torch.Tensor, ...]
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """A model to lower: an eager module or an exported program, with example inputs."""
-
-    name: str
-    example_inputs: Inputs
-    module: torch.nn.Module | None = None
-    exported: torch.export.ExportedProgram | None = None
-    #: Deterministic calibration batches, when the source knows how to make them.
-    sampler: Callable[[int], list[Inputs]] | None = None
-    #: What the user should know about how it was built (e.g. random weights), shown as warnings.
-    notes: tuple[str, ...] = ()
-
-    def export(self) -> torch.export.ExportedProgram:
-        """The model as an ExportedProgram (exported now when given as a module)."""
-        if self.exported is not None:
-            return self.exported
-        assert self.module is not None
-        return torch.export.export(self.module, self.example_inputs)
-
-    def eager(self) -> torch.nn.Module:
-        """A callable module: the eager one, or the exported program's module."""
-        if self.module is not None:
-            return self.module
-        assert self.exported is not None
-        return self.exported.module()
 
 
 def load(spec: str, options: SourceOptions = DEFAULT) -> ModelSource:

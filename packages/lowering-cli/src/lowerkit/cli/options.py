@@ -1,4 +1,4 @@
-"""Everything a user chose for one lowering, in one value.
+"""Everything a user chose for one lowering, in one value: the target and the settings.
 
 `lowering.lower` takes a `LowerOptions`; every setting that can change the output bytes is a
 field here (and nowhere else), so that whatever keys a lowering (the cache, reports) can cover
@@ -11,7 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lowerkit.cli.targets import Target
+
+@dataclass(frozen=True)
+class Target:
+    """One `-t/--target` value (the backends declare them: `targets.TARGETS` lists them all).
+
+    Its fields are part of every cache key (`cache.key.options_fingerprint`): adding, renaming
+    or reordering one invalidates users' caches.
+    """
+
+    name: str
+    #: The backend family that lowers it: `backend.Backend.family` ("coreml" or "arm").
+    backend: str
+    summary: str
+    #: Whether the target quantizes with calibration data.
+    calibrates: bool = False
+
 
 #: Field metadata of an output location (its presence matters to the lowering, not its path).
 OUTPUT = {"output": True}

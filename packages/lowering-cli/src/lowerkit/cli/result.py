@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowerkit.cli.targets import Target
+from lowerkit.cli.options import Target
 
 
 @dataclass
@@ -36,11 +36,3 @@ class Lowered:
     #: How the lowering cache served it: "hit", "miss" or "off".
     cache: str = "off"
 
-
-def short_verification(check: dict[str, Any]) -> str:
-    """A verification result in a few words: its SQNR (and max error in quanta), or that there was none."""
-    for key, label in (("sqnr_db", "SQNR"), ("output_sqnr_db", "output SQNR"), ("weight_sqnr_db", "weight SQNR")):
-        if isinstance(check.get(key), float):
-            quanta = check.get("max_error_quanta")
-            return f"{label} {check[key]:.1f} dB" + (f", max error {quanta:g} quanta" if quanta is not None else "")
-    return "no quantization to check"

@@ -1,58 +1,35 @@
-"""The lowering targets the CLI knows: a name, a backend family and what it does."""
+"""The lowering targets the CLI knows, each registered with the backend that lowers it.
+
+A target is declared once, as a row of its backend's table (`arm.TARGET_TABLE`,
+`coreml.TARGET_TABLE`); this module registers the backends and answers, for any target, its
+backend (`backend_of`) and whether the options given apply to it (`check_options`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
+from lowerkit.cli.arm import ARM, ETHOS_U_CONFIGS
+from lowerkit.cli.backend import Backend, Given, TargetOption, is_given
+from lowerkit.cli.coreml import COREML
 from lowerkit.cli.errors import UsageError
+from lowerkit.cli.options import Target
 from lowerkit.pass_infra.suggest import did_you_mean
 
+__all__ = [
+    "BACKENDS", "ETHOS_U_CONFIGS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe",
+    "get", "option",
+]
 
-@dataclass(frozen=True)
-class Target:
-    """One `-t/--target` value."""
+#: Every backend family, by `Target.backend`, in the order `lowerkit targets` lists them.
+BACKENDS: dict[str, Backend] = {backend.family: backend for backend in (COREML, ARM)}
 
-    name: str
-    backend: str  # "coreml" or "arm"
-    summary: str
-    #: Whether the target quantizes with calibration data.
-    calibrates: bool = False
+#: Every `-t` target, by name.
+TARGETS: dict[str, Target] = {target.name: target for backend in BACKENDS.values() for target in backend.targets}
 
-
-#: Every Ethos-U configuration ExecuTorch 1.5.1 accepts: (NPU, MACs per cycle). Listed here, not
-#: imported from lowerkit.arm_passes, so `lowerkit targets` starts without torch (a test checks
-#: the two lists agree).
-ETHOS_U_CONFIGS: tuple[tuple[int, int], ...] = (
-    *((55, macs) for macs in (32, 64, 128, 256)),
-    *((65, macs) for macs in (256, 512)),
-    *((85, macs) for macs in (128, 256, 512, 1024, 2048)),
-)
-
-TARGETS: dict[str, Target] = {
-    t.name: t
-    for t in (
-        Target("coreml", "coreml", "Core ML, float16 compute"),
-        Target("coreml-fp32", "coreml", "Core ML, float32 compute"),
-        Target("coreml-int8", "coreml", "Core ML, int8 activations and weights (pt2e static, lowerkit quantizer)", True),
-        Target("coreml-w8", "coreml", "Core ML, int8 per-channel linear weight quantization"),
-        Target("coreml-w4", "coreml", "Core ML, int4 per-block (32) linear weight quantization, iOS18"),
-        Target("coreml-palettize4", "coreml", "Core ML, 4-bit palettized weights: linear (torchao codebook, a table per 16 input columns) and conv and the rest (k-means, a table per 16 output channels), iOS18"),
-        *(
-            Target(f"coreml-palettize{bits}", "coreml", f"Core ML, {bits}-bit k-means palettization of every weighted op (a table per 16 output channels), iOS18")
-            for bits in (2, 3, 6, 8)
-        ),
-        Target("tosa-int", "arm", "TOSA-1.0+INT flatbuffer (int8 quantized)", True),
-        Target("tosa-fp", "arm", "TOSA-1.0+FP flatbuffer (float)"),
-        Target("tosa-int16", "arm", "TOSA-1.0+INT+int16 flatbuffer (a16w8: int16 activations, int8 weights)", True),
-        *(
-            Target(f"ethos-u{npu}-{macs}", "arm", f"Arm Ethos-U{npu}, {macs} MACs (int8 or --a16w8, vela-compiled)", True)
-            for npu, macs in ETHOS_U_CONFIGS
-        ),
-        # ExecuTorch's aot_arm_compiler has one `vgf` target: TOSA-1.0+INT with --quantize, +FP without.
-        Target("vgf-int", "arm", "VGF (TOSA-1.0+INT, int8 quantized, converted by Arm's ML SDK model converter)", True),
-        Target("vgf-fp", "arm", "VGF (TOSA-1.0+FP, float, converted by Arm's ML SDK model converter)"),
-    )
-}
+#: Every option only some targets take, by flag.
+OPTIONS: dict[str, TargetOption] = {option.flag: option for backend in BACKENDS.values() for option in backend.options}
 
 
 def get(name: str) -> Target:
@@ -63,3 +40,62 @@ def get(name: str) -> Target:
         raise UsageError(
             f"unknown target '{name}'.{did_you_mean(name, list(TARGETS))} Valid targets: {', '.join(TARGETS)}"
         ) from None
+
+
+def backend_of(target: Target) -> Backend:
+    """The backend that lowers `target`."""
+    return BACKENDS[target.backend]
+
+
+def option(flag: str) -> TargetOption:
+    """The option `flag` ("--coreml-passes")."""
+    return OPTIONS[flag]
+
+
+def check_applicable(target: Target, given: Given, *, warn: list[str]) -> dict[str, Any]:
+    """The options of `given` that `target` takes; a UsageError (one line) for one it refuses.
+
+    An option the target ignores (as upstream does) is dropped with a line appended to `warn`.
+    """
+    unknown = set(given) - set(OPTIONS)
+    if unknown:
+        raise ValueError(f"no backend declares {sorted(unknown)}")
+    taken: dict[str, Any] = {}
+    for flag, declared in OPTIONS.items():
+        value = given.get(flag)
+        if not is_given(value):
+            continue
+        if declared.takes(target):
+            taken[flag] = value
+            continue
+        warning = declared.ignored(target)
+        if warning is None:
+            raise UsageError(declared.refusal(target))
+        warn.append(warning)
+    return taken
+
+
+def check_options(target: Target, given: Given, *, warn: list[str]) -> dict[str, Any]:
+    """The `LowerOptions` fields of the options `given`, checked for `target` before any work.
+
+    First whether each applies (`check_applicable`), then the target's backend's own checks.
+    """
+    return backend_of(target).settings(target, check_applicable(target, given, warn=warn))
+
+
+def describe(chosen: Callable[[Target], bool]) -> str:
+    """The targets `chosen` picks, as messages list them: a whole backend as "any Arm target",
+    a whole group by its pattern ("ethos-u*"), the rest by name."""
+    parts: list[str] = []
+    for backend in BACKENDS.values():
+        picked = [target for target in backend.targets if chosen(target)]
+        if picked and len(picked) == len(backend.targets):
+            parts.append(f"any {backend.title} target")
+            continue
+        for target in picked:
+            pattern = backend.pattern(target)
+            group = [t for t in backend.targets if pattern is not None and backend.pattern(t) == pattern]
+            name = pattern if pattern is not None and all(chosen(t) for t in group) else target.name
+            if name not in parts:
+                parts.append(name)
+    return ", ".join(parts)

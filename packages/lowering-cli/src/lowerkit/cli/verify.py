@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from lowerkit.cli.model_source import Inputs, ModelSource
 from lowerkit.cli.result import Lowered
+from lowerkit.cli.sources.model import Inputs, ModelSource
 from lowerkit.pass_infra.numerics import sqnr_db
 
 COREML_CANNOT_RUN = (

@@ -19,7 +19,7 @@ from lowerkit.cli.progress import Steps
 from lowerkit.cli.result import Lowered
 
 if TYPE_CHECKING:
-    from lowerkit.cli.model_source import ModelSource
+    from lowerkit.cli.sources.model import ModelSource
     from lowerkit.cli.sources.options import SourceOptions
 
 _TOSA = "tosa/"

@@ -40,7 +40,7 @@ from lowerkit.cli.options import LowerOptions
 if TYPE_CHECKING:
     import torch
 
-    from lowerkit.cli.model_source import Inputs, ModelSource
+    from lowerkit.cli.sources.model import Inputs, ModelSource
     from lowerkit.cli.sources.options import SourceOptions
 
 #: Bumped when the key or the entry layout changes meaning.
@@ -175,7 +175,9 @@ def file_digest(path: Path) -> str:
 
 
 def _add_converter(digest: _Digest, options: LowerOptions) -> None:
-    if options.target.name.startswith("vgf-"):
+    from lowerkit.cli.targets import backend_of
+
+    if backend_of(options.target).runs_model_converter(options.target):
         digest.add("model-converter", converter_fingerprint())
 
 

@@ -10,9 +10,11 @@ import time
 
 import click
 
-from lowerkit.cli.daemon import client, fingerprint, server
+from lowerkit.cli.daemon import client, fingerprint
 from lowerkit.cli.errors import CliError, UsageError
 
+#: The daemon's module, run as `python -m` (named, not imported: it imports the app, which imports this).
+SERVER_MODULE = "lowerkit.cli.daemon.server"
 #: Longest `start` waits for the daemon's imports.
 _START_TIMEOUT_S = 300.0
 
@@ -50,7 +52,7 @@ def start_command(idle_timeout: float) -> None:
     started = time.monotonic()
     with open(log, "ab") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", server.__name__, "--socket", str(path),
+            [sys.executable, "-m", SERVER_MODULE, "--socket", str(path),
              "--fingerprint", str(expected), "--idle-timeout", str(idle_timeout)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd="/", start_new_session=True,
         )  # fmt: skip

@@ -24,16 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from lowerkit.cli.daemon import fingerprint, wire
-from lowerkit.cli.entry import quiet_libraries
+from lowerkit.cli.quiet import quiet_libraries
+from lowerkit.cli.targets import BACKENDS
 
-#: What the forwarded commands import: both backends, the zoo and the CLI's lazy modules.
+#: What the forwarded commands import: the zoo, the CLI's lazy modules and every backend's library.
 PRELOAD = (
     "torch",
     "executorch.exir",
     "lowerkit.cli.app",
     "lowerkit.cli.lowering",
-    "lowerkit.cli.arm",
-    "lowerkit.cli.coreml",
     "lowerkit.cli.coreml_payload",
     "lowerkit.cli.model_source",
     "lowerkit.cli.verify",
@@ -42,10 +41,7 @@ PRELOAD = (
     "lowerkit.cli.cache.cached",
     "lowerkit.cli.fleet.runner",
     "lowerkit.zoo.registry",
-    "lowerkit.arm_passes",
-    "lowerkit.coreml_quantizer",
-    "lowerkit.coreml_preprocess",
-    "lowerkit.coreml_compiler_ops",
+    *(module for backend in BACKENDS.values() for module in backend.preload),
 )
 
 #: How often the accept loop wakes to reap children and check the idle time.

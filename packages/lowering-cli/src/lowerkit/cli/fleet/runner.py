@@ -81,7 +81,7 @@ _WORKER: dict[str, Any] = {}
 
 def _start_worker(cache: CacheArgs) -> None:
     """Set up a worker process: quiet libraries, one CacheSettings (a dead remote warns once per worker)."""
-    from lowerkit.cli.entry import quiet_libraries
+    from lowerkit.cli.quiet import quiet_libraries
 
     quiet_libraries()
     _WORKER["settings"] = _settings(cache)
@@ -108,16 +108,11 @@ def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Ro
     from lowerkit.cli.cache import cached
     from lowerkit.cli.options import LowerOptions
     from lowerkit.cli.progress import Steps
-    from lowerkit.cli.result import short_verification
     from lowerkit.pass_infra.files import write_bytes_atomically
 
-    if job.coreml_passes is not None:
-        from lowerkit.cli.coreml import compile_options
-
-        compile_options(targets.get(job.target), list(job.coreml_passes))
-    options = LowerOptions(
-        targets.get(job.target), calibration_path=job.calibration, pass_names=job.coreml_passes, verify=job.verify
-    )
+    target = targets.get(job.target)
+    fields = targets.check_options(target, {"--coreml-passes": job.coreml_passes}, warn=[])
+    options = LowerOptions(target, calibration_path=job.calibration, verify=job.verify, **fields)
     lowered = cached.lower_model(job.model, options, steps=Steps(show=False), cache=settings, source_options=job.source)
     output = out_dir / job.output_name
     write_bytes_atomically(output, lowered.pte)
@@ -127,7 +122,7 @@ def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Ro
         cache=lowered.cache,
         seconds=round(time.perf_counter() - start, 3),
         bytes=len(lowered.pte),
-        verify=short_verification(lowered.verification) if job.verify else "-",
+        verify=targets.backend_of(target).short_verification(lowered.verification) if job.verify else "-",
         output=str(output),
     )
 

@@ -108,8 +108,9 @@ def load(path: Path) -> list[Job]:
                 target = targets.get(target_name)
             except UsageError as error:
                 raise where.error(locate("targets"), str(error)) from None
-            if passes is not None and target.backend != "coreml":
-                raise where.error(locate("coreml_passes"), f"coreml_passes applies to Core ML targets, not '{target.name}'")
+            takes_passes = targets.option("--coreml-passes")
+            if passes is not None and not takes_passes.takes(target):
+                raise where.error(locate("coreml_passes"), takes_passes.refusal(target, name="coreml_passes"))
             job = Job(
                 index=len(jobs),
                 model=model,

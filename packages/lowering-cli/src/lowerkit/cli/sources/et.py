@@ -25,7 +25,7 @@ from lowerkit.pass_infra.suggest import did_you_mean
 if TYPE_CHECKING:
     import torch
 
-    from lowerkit.cli.model_source import ModelSource
+    from lowerkit.cli.sources.model import ModelSource
 
 UNTRAINED, RANDOM, HUB, UNAVAILABLE = "untrained", "random", "hub", "unavailable"
 
@@ -247,6 +247,6 @@ def _notes(entry: EtModel, options: SourceOptions) -> tuple[str, ...]:
 
 
 def _source(name: str, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], notes: tuple[str, ...]) -> ModelSource:
-    from lowerkit.cli.model_source import ModelSource
+    from lowerkit.cli.sources.model import ModelSource
 
     return ModelSource(name=name, example_inputs=inputs, module=module, notes=notes)

@@ -19,7 +19,7 @@ from lowerkit.pass_infra.suggest import did_you_mean
 if TYPE_CHECKING:
     import torch
 
-    from lowerkit.cli.model_source import ModelSource
+    from lowerkit.cli.sources.model import ModelSource
 
 #: The seed of random weights and of the example inputs.
 SEED = 0
@@ -86,8 +86,8 @@ def load(folder: Path, options: SourceOptions = DEFAULT) -> ModelSource:
     import transformers
     from transformers.models.auto import modeling_auto
 
-    from lowerkit.cli.model_source import ModelSource
     from lowerkit.cli.sources import weights
+    from lowerkit.cli.sources.model import ModelSource
     from lowerkit.cli.sources.modules import Logits
 
     try:

@@ -17,7 +17,7 @@ from lowerkit.cli.sources.options import DEFAULT, SourceOptions
 from lowerkit.pass_infra.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from lowerkit.cli.model_source import ModelSource
+    from lowerkit.cli.sources.model import ModelSource
 
 #: The seed of the untrained weights and the example input.
 SEED = 0
@@ -83,8 +83,8 @@ def load(name: str, options: SourceOptions = DEFAULT) -> ModelSource:
     """Build torchvision model `name` with weights=None (seeded), then `options.weights` if given."""
     import torch
 
-    from lowerkit.cli.model_source import ModelSource
     from lowerkit.cli.sources import weights
+    from lowerkit.cli.sources.model import ModelSource
 
     if options.task is not None or options.sequence_length is not None:
         raise UsageError(f"tv:{name} is an image classifier: --task and --sequence-length apply to hf:")
