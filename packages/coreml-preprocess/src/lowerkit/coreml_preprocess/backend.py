@@ -26,10 +26,10 @@ from lowerkit.coreml_preprocess.options import (
     MultimethodWeightSharing,
 )
 from lowerkit.coreml_preprocess.package import (
-    _content_uuid,
-    _digest_files,
     build_payload,
+    content_uuid,
     deterministic_spec_bytes,
+    digest_files,
     nest,
     read_tree,
     settle_manifest,
@@ -155,8 +155,8 @@ def _combine_methods(
                     "inputNames": [i.name for i in spec.description.input],
                     "outputNames": [o.name for o in spec.description.output],
                 }
-            identifier = "executorch_" + _content_uuid(
-                "model.mlpackage", *_digest_files(package), json.dumps(methods, sort_keys=True)
+            identifier = "executorch_" + content_uuid(
+                "model.mlpackage", *digest_files(package), json.dumps(methods, sort_keys=True)
             )
             metadata = {"identifier": identifier, "methods": methods}
             tree: dict[str, Any] = {

@@ -97,7 +97,8 @@ def _settle_spec(spec: Any) -> None:
             _settle_spec(model)
 
 
-def _content_uuid(*parts: bytes | str) -> str:
+def content_uuid(*parts: bytes | str) -> str:
+    """A UUID derived from `parts` (length-prefixed, so no two part lists collide)."""
     digest = hashlib.sha256()
     for part in parts:
         data = part.encode("utf-8") if isinstance(part, str) else part
@@ -106,7 +107,8 @@ def _content_uuid(*parts: bytes | str) -> str:
     return str(uuid.uuid5(NAMESPACE, digest.hexdigest()))
 
 
-def _digest_files(files: dict[str, bytes]) -> list[str]:
+def digest_files(files: dict[str, bytes]) -> list[str]:
+    """``path:sha256`` of each file, sorted by path."""
     return [f"{path}:{hashlib.sha256(data).hexdigest()}" for path, data in sorted(files.items())]
 
 
@@ -119,7 +121,7 @@ def settle_manifest(package: dict[str, bytes]) -> None:
     for old_id, entry in entries.items():
         prefix = "Data/" + entry["path"]
         content = {p: d for p, d in package.items() if p == prefix or p.startswith(prefix + "/")}
-        new_id = _content_uuid(entry["path"], *_digest_files(content))
+        new_id = content_uuid(entry["path"], *digest_files(content))
         renamed[old_id] = new_id
         new_entries[new_id] = entry
     manifest["itemInfoEntries"] = new_entries
@@ -229,10 +231,10 @@ def build_payload(mlmodel: Any, model_type: ModelType) -> BuiltPayload:
             settle_manifest(package)
             model_files = package
     info = debug_info(package.get(DEBUG_MAPPING))
-    digest = _digest_files(model_files)
+    digest = digest_files(model_files)
     inputs = [i.name for i in spec.description.input]
     outputs = [o.name for o in spec.description.output]
-    identifier = "executorch_" + _content_uuid(model_dir, *digest, json.dumps([inputs, outputs]))
+    identifier = "executorch_" + content_uuid(model_dir, *digest, json.dumps([inputs, outputs]))
     metadata = model_metadata(spec, identifier)
     tree: dict[str, Any] = {
         model_dir: nest(model_files),
