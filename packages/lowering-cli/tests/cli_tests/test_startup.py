@@ -144,3 +144,20 @@ def test_compare_of_two_ptes_imports_neither_torch_nor_executorch(lowered, tmp_p
     out, modules = run_cli(tmp_path, "compare", str(tosa), str(coreml))
     assert "the programs differ" in out and "TOSABackend" in out
     assert loaded(modules, HEAVY) == []
+
+
+def test_a_command_line_runs_under_one_hash_seed() -> None:
+    """The console entry starts again under PYTHONHASHSEED=0 (stock's Arm .pte can depend on it)."""
+    code = (
+        "import sys; print(hash('lowerkit'), flush=True); sys.argv = ['lowerkit', '--help']\n"
+        "from lowerkit.cli.entry import run; run()"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONHASHSEED": "random"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    seeded = subprocess.run(
+        [sys.executable, "-c", "print(hash('lowerkit'))"], env={**env, "PYTHONHASHSEED": "0"},
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    before, after, *rest = done.stdout.splitlines()
+    assert after == seeded.stdout.strip() != before  # the second start ran under seed 0
+    assert any(line.startswith("Usage: lowerkit") for line in rest)
