@@ -8,7 +8,6 @@ import sys
 
 from lowerkit.cli.quiet import quiet_libraries
 
-
 #: Python's string-hash seed every command line runs with. Stock ExecuTorch's Arm lowering iterates
 #: strings in hash order somewhere, so its `.pte` (and lowerkit's, which gives stock's bytes) can
 #: depend on the seed (docs/benchmarks.md): one seed, so the same input gives the same bytes.
