@@ -1,0 +1,36 @@
+"""What both backends' `debug` functions start from: the float program, the stage it is compared
+in, the module names keep-float may take, and the error raised when the quantizer quantized no
+layer (so there is nothing to debug).
+
+Each backend subclasses `NoQuantizedLayerError` together with its own lowering error
+(``arm_passes.numerics.debug.NoQuantizedLayerError``,
+``coreml_preprocess.numerics.NoQuantizedLayerError``), so either class catches it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+__all__ = ["FLOAT_VS_QUANTIZED", "NoQuantizedLayerError", "float_program", "module_names"]
+
+#: The stage label of a layer's quantized torch output compared with its float output.
+FLOAT_VS_QUANTIZED = "quantized vs float"
+
+
+class NoQuantizedLayerError(ValueError):
+    """The model has no layer the quantizer quantizes (or no weight a recipe compresses): there
+    is nothing for quantization to lose, so nothing to debug; the message says how to lower it."""
+
+
+def float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
+    """`model` as an ExportedProgram: itself if it is one, else exported on `inputs`."""
+    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
+
+
+def module_names(model: Any) -> set[str]:
+    """The names of `model`'s submodules (an ExportedProgram's, unflattened): what keep-float may name."""
+    module = model.module() if isinstance(model, ExportedProgram) else model
+    return {name for name, _ in module.named_modules() if name}
