@@ -16,6 +16,7 @@ from torch.export import ExportedProgram
 
 from lowerkit.coreml_preprocess.capture import capturing_models
 from lowerkit.coreml_preprocess.compression import (
+    WEIGHT_THRESHOLD,
     WeightCompression,
     WeightDecision,
     collecting_decisions,
@@ -26,7 +27,6 @@ from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
 from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
 from lowerkit.coreml_preprocess.quantize import palettize4, quantize_static_int8
 from lowerkit.coreml_preprocess.recipes import (
-    WEIGHT_THRESHOLD,
     CoreMLRecipe,
     compile_options_for,
     get_recipe,
