@@ -26,7 +26,7 @@ from lowerkit.pass_infra.layers import programs
 from lowerkit.pass_infra.layers.advise import advise_keep_float
 from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
 from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
+from lowerkit.pass_infra.layers.points import QuantPoint, shown_inputs
 from lowerkit.pass_infra.layers.programs import FLOAT_VS_QUANTIZED
 from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
@@ -82,12 +82,9 @@ def debug_coreml(
     lowering = lower_to_coreml(model, inputs, "int8", calibration=samples, keep_float=keep_float)
     quantized = lowering.reference
     assert isinstance(quantized, torch.fx.GraphModule)
-    points = quant_points(quantized.graph)
-    if not points:
-        raise NoQuantizedLayerError(
-            f"{model_name} has no layer the int8 quantizer quantizes, so int8 loses nothing here; "
-            "nothing to debug (lower it with a float recipe)"
-        )
+    points = programs.quantized_layers(
+        quantized, NoQuantizedLayerError, model_name=model_name, quantizer="int8", fix="lower it with a float recipe"
+    )
     float_graph = float_program.module()
     float_values = node_values(float_graph, inputs)
     quantized_values = node_values(quantized, inputs)

@@ -30,7 +30,7 @@ from lowerkit.pass_infra.layers import programs
 from lowerkit.pass_infra.layers.advise import advise_keep_float
 from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
 from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
+from lowerkit.pass_infra.layers.points import QuantPoint, shown_inputs
 from lowerkit.pass_infra.layers.programs import FLOAT_VS_QUANTIZED
 from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
@@ -63,7 +63,8 @@ def quantized_program(
 ) -> torch.fx.GraphModule:
     """The fake-quantized torch module lower_to_arm would export and lower (no lowering)."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    return fake_quantize(programs.float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float=keep_float)
+    program = programs.float_program(model, inputs)
+    return fake_quantize(program, inputs, compile_spec_for(target), calibration, keep_float=keep_float)
 
 
 def _batches(inputs: tuple[Any, ...], calibration: Sequence[Sequence[Any]] | None) -> list[tuple[Any, ...]]:
@@ -137,12 +138,10 @@ def debug_arm(
     assert lowering.source_program is not None
     seconds["lower"] = time.perf_counter() - start
     quantized = lowering.source_program.module()
-    points = quant_points(quantized.graph)
-    if not points:
-        raise NoQuantizedLayerError(
-            f"{model_name} has no layer the Arm quantizer quantizes, so int8 loses nothing here; "
-            "nothing to debug (lower it to TOSA-1.0+FP to keep it float)"
-        )
+    points = programs.quantized_layers(
+        quantized, NoQuantizedLayerError, model_name=model_name, quantizer="Arm",
+        fix="lower it to TOSA-1.0+FP to keep it float",
+    )  # fmt: skip
     float_module = float_program.module()
     float_names = counterparts(float_module.graph, quantized.graph)
     recorded = node_values(float_module, inputs)

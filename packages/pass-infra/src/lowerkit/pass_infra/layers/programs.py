@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-__all__ = ["FLOAT_VS_QUANTIZED", "NoQuantizedLayerError", "float_program", "module_names"]
+from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
+
+__all__ = ["FLOAT_VS_QUANTIZED", "NoQuantizedLayerError", "float_program", "module_names", "quantized_layers"]
 
 #: The stage label of a layer's quantized torch output compared with its float output.
 FLOAT_VS_QUANTIZED = "quantized vs float"
@@ -34,3 +36,17 @@ def module_names(model: Any) -> set[str]:
     """The names of `model`'s submodules (an ExportedProgram's, unflattened): what keep-float may name."""
     module = model.module() if isinstance(model, ExportedProgram) else model
     return {name for name, _ in module.named_modules() if name}
+
+
+def quantized_layers(
+    quantized: torch.fx.GraphModule, error: type[NoQuantizedLayerError], *, model_name: str, quantizer: str, fix: str
+) -> list[QuantPoint]:
+    """The quantized layers of `quantized` (``points.quant_points``); with none, `error`: "{model_name}
+    has no layer the {quantizer} quantizer quantizes, so int8 loses nothing here; nothing to debug ({fix})"."""
+    points = quant_points(quantized.graph)
+    if not points:
+        raise error(
+            f"{model_name} has no layer the {quantizer} quantizer quantizes, so int8 loses nothing here; "
+            f"nothing to debug ({fix})"
+        )
+    return points
