@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -253,3 +254,27 @@ def test_the_model_converter_is_not_in_the_key_of_other_targets(ds_cnn, tmp_path
     before = cache_key.zoo_key("ds_cnn", BASE), key(ds_cnn, BASE, batches=[])
     monkeypatch.setenv(cache_key.CONVERTER_ENV, str(_converter(tmp_path / "model-converter", b"#!/bin/sh\n")))
     assert (cache_key.zoo_key("ds_cnn", BASE), key(ds_cnn, BASE, batches=[])) == before
+
+
+def test_the_converter_text_in_the_key_is_pinned(tmp_path, monkeypatch):
+    """What a VGF key says of the model converter, to the letter: a change would miss every cached
+    VGF lowering. The user's binary by content, the packaged one by name, one on PATH by content."""
+    for folder in ("mine", "bin"):
+        (tmp_path / folder).mkdir()
+    user = _converter(tmp_path / "mine" / "model-converter", b"#!/bin/sh\necho mine\n")
+    monkeypatch.setenv("MODEL_CONVERTER_PATH", str(user))
+    assert cache_key.converter_fingerprint() == "MODEL_CONVERTER_PATH:" + hashlib.sha256(b"#!/bin/sh\necho mine\n").hexdigest()
+    monkeypatch.delenv("MODEL_CONVERTER_PATH")
+    binaries = tmp_path / "site" / "model_converter" / "binaries" / "bin"
+    binaries.mkdir(parents=True)
+    (tmp_path / "site" / "model_converter" / "__init__.py").write_text("")
+    packaged = _converter(binaries / "model-converter", b"#!/bin/sh\necho packaged\n")
+    monkeypatch.delitem(sys.modules, "model_converter", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert cache_key.converter_fingerprint() == "packaged"
+    packaged.chmod(0o644)
+    on_path = _converter(tmp_path / "bin" / "model-converter", b"#!/bin/sh\necho path\n")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert cache_key.converter_fingerprint() == "PATH:" + hashlib.sha256(b"#!/bin/sh\necho path\n").hexdigest()
+    on_path.unlink()
+    assert cache_key.converter_fingerprint() == "none"

@@ -9,7 +9,6 @@ import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,16 +38,17 @@ from lowerkit.pass_infra import (
     graph_ops,
     lowering_lock,
     settled_heap,
-    write_bytes_atomically,
 )
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
+from lowerkit.pass_infra.results import LoweredProgram
 
 __all__ = ["ArmLowering", "fake_quantize", "lower_to_arm"]
 
 
 @dataclass(frozen=True)
-class ArmLowering:
-    """The result of lower_to_arm: .pte bytes, TOSA flatbuffer(s), vela output(s), pipeline report(s)."""
+class ArmLowering(LoweredProgram):
+    """The result of lower_to_arm: .pte bytes, TOSA flatbuffer(s), vela output(s), pipeline report(s);
+    ``pte_sha256``, ``fully_delegated`` and ``save`` from ``LoweredProgram``."""
 
     target: str
     pte: bytes
@@ -88,25 +88,9 @@ class ArmLowering:
         return self.reports[0] if self.reports else None
 
     @property
-    def pte_sha256(self) -> str:
-        """sha256 of the .pte bytes."""
-        return hashlib.sha256(self.pte).hexdigest()
-
-    @property
     def tosa_sha256(self) -> tuple[str, ...]:
         """sha256 of each TOSA flatbuffer."""
         return tuple(hashlib.sha256(b).hexdigest() for b in self.tosa_flatbuffers)
-
-    @property
-    def fully_delegated(self) -> bool:
-        """True when no operator stayed on the CPU."""
-        return not self.cpu_ops
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the .pte atomically (temp file + rename); return the path."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return write_bytes_atomically(target, self.pte)
 
 
 def _export(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:

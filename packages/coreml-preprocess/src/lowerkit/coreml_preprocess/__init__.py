@@ -15,6 +15,7 @@ Loading this package's backend and ExecuTorch's own Core ML backend in one proce
 
 from lowerkit.coreml_preprocess.backend import CoreMLBackend
 from lowerkit.coreml_preprocess.compression import (
+    WEIGHT_THRESHOLD,
     CompressionRule,
     WeightCompression,
     WeightDecision,
@@ -50,7 +51,6 @@ from lowerkit.coreml_preprocess.pass_pipeline import (
 from lowerkit.coreml_preprocess.payload import files_of, flatten_tree, unflatten_payload
 from lowerkit.coreml_preprocess.recipes import (
     RECIPES,
-    WEIGHT_THRESHOLD,
     CoreMLRecipe,
     compile_options_for,
     get_recipe,

@@ -36,6 +36,7 @@ from lowerkit.pass_infra.suggest import did_you_mean
 __all__ = [
     "METHODS",
     "OP_TYPES",
+    "WEIGHT_THRESHOLD",
     "CompressionRule",
     "WeightCompression",
     "WeightDecision",
@@ -46,8 +47,9 @@ __all__ = [
 METHODS = ("palettize", "linear", "prune", "none")
 #: Op types a rule may select: MIL op types that read weights, plus ``depthwise_conv``.
 OP_TYPES = ("conv", "depthwise_conv", "conv_transpose", "linear", "matmul", "gather", "einsum")
-#: coremltools' default: weights with at most this many elements stay as they are.
-DEFAULT_WEIGHT_THRESHOLD = 2048
+#: coremltools compresses only weights with more elements than this (its ``weight_threshold``
+#: default); the recipes and a recipe file without ``weight_threshold`` use it.
+WEIGHT_THRESHOLD = 2048
 #: Ops whose weights coremltools can prune with block or n:m structure (OpMagnitudePrunerConfig).
 _STRUCTURED_PRUNING_OPS = ("conv", "depthwise_conv", "linear")
 #: Op types a user may name that have no weight of their own after conversion, and why.
@@ -185,7 +187,7 @@ class WeightCompression:
     #: The setting of weights no rule selects (None: keep them as they are).
     global_config: Mapping[str, Any] | None = None
     rules: Sequence[CompressionRule] = ()
-    weight_threshold: int = DEFAULT_WEIGHT_THRESHOLD
+    weight_threshold: int = WEIGHT_THRESHOLD
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "global_config", _config(self.global_config, "global setting"))
@@ -243,7 +245,7 @@ class WeightCompression:
                 )
                 for r in data.get("rules", [])
             )
-            return cls(data.get("global"), rules, int(data.get("weight_threshold", DEFAULT_WEIGHT_THRESHOLD)))
+            return cls(data.get("global"), rules, int(data.get("weight_threshold", WEIGHT_THRESHOLD)))
         except CoreMLOptionsError as error:
             raise CoreMLOptionsError(f"compile spec 'lowerkit.weight_compression': {error}") from None
         except (ValueError, TypeError, KeyError, AttributeError) as error:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ from torch.export import ExportedProgram
 
 from lowerkit.coreml_preprocess.capture import capturing_models
 from lowerkit.coreml_preprocess.compression import (
+    WEIGHT_THRESHOLD,
     WeightCompression,
     WeightDecision,
     collecting_decisions,
@@ -27,7 +27,6 @@ from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
 from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
 from lowerkit.coreml_preprocess.quantize import palettize4, quantize_static_int8
 from lowerkit.coreml_preprocess.recipes import (
-    WEIGHT_THRESHOLD,
     CoreMLRecipe,
     compile_options_for,
     get_recipe,
@@ -36,6 +35,7 @@ from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
 from lowerkit.pass_infra import accelerated_lowering, graph_ops, lowering_lock
 from lowerkit.pass_infra.inputs import example_input_tuple, require_model
+from lowerkit.pass_infra.results import LoweredProgram
 
 __all__ = ["CoreMLLowering", "CoreMLPartitionReport", "Progress", "lower_to_coreml"]
 
@@ -55,8 +55,9 @@ class CoreMLPartitionReport:
 
 
 @dataclass(frozen=True)
-class CoreMLLowering:
-    """The result of lower_to_coreml: .pte bytes, the Core ML models preprocess converted, reports."""
+class CoreMLLowering(LoweredProgram):
+    """The result of lower_to_coreml: .pte bytes, the Core ML models preprocess converted, reports;
+    ``pte_sha256``, ``fully_delegated`` and ``save`` from ``LoweredProgram``."""
 
     recipe: str
     options: CoreMLCompileOptions
@@ -84,16 +85,6 @@ class CoreMLLowering:
     def mlmodel(self) -> Any:
         """The first partition's MLModel (the usual single-partition case), or None."""
         return self.mlmodels[0] if self.mlmodels else None
-
-    @property
-    def pte_sha256(self) -> str:
-        """sha256 of the .pte bytes."""
-        return hashlib.sha256(self.pte).hexdigest()
-
-    @property
-    def fully_delegated(self) -> bool:
-        """True when no operator stayed on the CPU."""
-        return not self.cpu_ops
 
     @cached_property
     def decoded_weights(self) -> tuple[dict[str, np.ndarray], ...]:

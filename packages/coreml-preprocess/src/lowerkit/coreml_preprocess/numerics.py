@@ -22,10 +22,12 @@ from lowerkit.coreml_preprocess.lowering import lower_to_coreml
 from lowerkit.coreml_preprocess.quantize import quantize_static_int8
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.layers import programs
 from lowerkit.pass_infra.layers.advise import advise_keep_float
 from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
 from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
+from lowerkit.pass_infra.layers.points import QuantPoint, shown_inputs
+from lowerkit.pass_infra.layers.programs import FLOAT_VS_QUANTIZED
 from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
 from lowerkit.pass_infra.layers.values import (
@@ -46,17 +48,12 @@ WEIGHTS_NOT_EXECUTED = (
     "Core ML itself was not executed (no Core ML runtime on Linux): weights are decoded from the "
     "Core ML model, and the output is the float model with them, in torch"
 )
-FLOAT_VS_QUANTIZED = "quantized vs float"
 #: Eval-mode batch norm ops, and the index of their `eps` argument.
 _BATCH_NORM_EPS_ARG = {"batch_norm": 7, "_native_batch_norm_legit_no_training": 6}
 
 
-class NoQuantizedLayerError(CoreMLLoweringError):
+class NoQuantizedLayerError(CoreMLLoweringError, programs.NoQuantizedLayerError):
     """The model has no layer the int8 quantizer quantizes."""
-
-
-def _float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
-    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
 
 
 def debug_coreml(
@@ -81,22 +78,18 @@ def debug_coreml(
     """
     inputs = example_input_tuple(example_inputs, CoreMLLoweringError)
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
-    float_program = _float_program(model, inputs)
+    float_program = programs.float_program(model, inputs)
     lowering = lower_to_coreml(model, inputs, "int8", calibration=samples, keep_float=keep_float)
     quantized = lowering.reference
     assert isinstance(quantized, torch.fx.GraphModule)
-    points = quant_points(quantized.graph)
-    if not points:
-        raise NoQuantizedLayerError(
-            f"{model_name} has no layer the int8 quantizer quantizes, so int8 loses nothing here; "
-            "nothing to debug (lower it with a float recipe)"
-        )
+    points = programs.quantized_layers(
+        quantized, NoQuantizedLayerError, model_name=model_name, quantizer="int8", fix="lower it with a float recipe"
+    )
     float_graph = float_program.module()
     float_values = node_values(float_graph, inputs)
     quantized_values = node_values(quantized, inputs)
     decoded = [w for weights in lowering.decoded_weights for w in weights.values()]
-    module = model.module() if isinstance(model, ExportedProgram) else model
-    keepable = {name for name, _ in module.named_modules() if name}
+    keepable = programs.module_names(model)
     nodes = {n.name: n for n in float_graph.graph.nodes}
     quantized_nodes = {n.name: n for n in quantized.graph.nodes}
     float_names = counterparts(float_graph.graph, quantized.graph)

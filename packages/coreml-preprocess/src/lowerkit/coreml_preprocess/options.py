@@ -10,7 +10,7 @@ it knows, and its Core ML runtime reads only ``compute_units``, so the extra key
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -213,59 +213,16 @@ class CoreMLCompileOptions:
         return self._pipeline
 
     def to_compile_specs(self, exported_program: Any = None) -> list[CompileSpec]:
-        """ExecuTorch compile specs, in ``generate_compile_specs``' order and encodings.
+        """ExecuTorch compile specs, in ``generate_compile_specs``' order and encodings (`_SPECS`).
 
         ``exported_program`` is needed only with ``enumerated_shapes`` (ExecuTorch encodes them
         against the program's symbolic shapes).
         """
-        specs = [
-            CompileSpec(SpecKey.COMPUTE_UNITS.value, self.compute_unit.name.lower().encode("utf-8")),
-            CompileSpec(
-                SpecKey.MIN_DEPLOYMENT_TARGET.value,
-                b"" if self.minimum_deployment_target is None
-                else str(self.minimum_deployment_target.value).encode("utf-8"),
-            ),
-            CompileSpec(
-                SpecKey.MODEL_COMPUTE_PRECISION.value, self.compute_precision.value.encode("utf-8")
-            ),
-            CompileSpec(SpecKey.MODEL_TYPE.value, self.model_type.value.encode("utf-8")),
-        ]
-        if self.op_linear_quantizer_config is not None:
-            specs.append(
-                CompileSpec(
-                    SpecKey.OP_LINEAR_QUANTIZER_CONFIG.value,
-                    json.dumps(dict(self.op_linear_quantizer_config)).encode("utf-8"),
-                )
-            )
-        if self._pipeline.preset != "default":
-            specs.append(
-                CompileSpec(SpecKey.PASS_PIPELINE.value, json.dumps(list(self._pipeline.passes)).encode("utf-8"))
-            )
-        if self.enumerated_shapes is not None:
-            if exported_program is None:
-                raise CoreMLOptionsError(
-                    "enumerated_shapes are encoded against the exported program's symbolic shapes: "
-                    "call to_compile_specs(exported_program) with the program you will lower."
-                )
-            shapes = {k: [list(s) for s in v] for k, v in self.enumerated_shapes.items()}
-            try:
-                encoded = _upstream.encode_enumerated_shapes(exported_program, shapes)
-            except (AssertionError, ValueError) as error:
-                raise CoreMLOptionsError(f"invalid enumerated_shapes {shapes}: {error}") from None
-            specs.append(CompileSpec(SpecKey.ENUMERATED_SHAPES.value, encoded.encode("utf-8")))
-        if self.multimethod_weight_sharing_strategy is not MultimethodWeightSharing.POSITIONAL:
-            specs.append(
-                CompileSpec(
-                    SpecKey.MULTIMETHOD_WEIGHT_SHARING_STRATEGY.value,
-                    self.multimethod_weight_sharing_strategy.value.encode("utf-8"),
-                )
-            )
-        if self.quantize_embedding_tables:
-            specs.append(CompileSpec(SpecKey.QUANTIZE_EMBEDDING_TABLES.value, b"true"))
-        if self.weight_compression is not None:
-            specs.append(
-                CompileSpec(SpecKey.WEIGHT_COMPRESSION.value, self.weight_compression.to_json().encode("utf-8"))
-            )
+        specs = []
+        for spec in _SPECS:
+            value = spec.encode(self, exported_program)
+            if value is not None:
+                specs.append(CompileSpec(spec.key.value, value.encode("utf-8")))
         return specs
 
     @classmethod
@@ -284,54 +241,118 @@ class CoreMLCompileOptions:
                     f"compile spec key {key!r} appears twice; give each option once."
                 )
             seen[key] = bytes(spec.value)
-
-        def text(key: SpecKey) -> str | None:
-            raw = seen.get(key.value)
-            if raw is None:
-                return None
-            try:
-                return raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise CoreMLOptionsError(f"compile spec {key.value!r} is not UTF-8: {raw!r}.") from None
-
         kwargs: dict[str, Any] = {}
-        if (value := text(SpecKey.COMPUTE_UNITS)) is not None:
-            kwargs["compute_unit"] = value
-        if (value := text(SpecKey.MIN_DEPLOYMENT_TARGET)) is not None:
-            if value == "":
-                kwargs["minimum_deployment_target"] = None
-            else:
-                try:
-                    kwargs["minimum_deployment_target"] = ct.target(int(value))
-                except ValueError:
-                    raise _choice_error(
-                        "min_deployment_target spec value", value,
-                        ["", *(str(t.value) for t in ct.target)],
-                    ) from None
-        if (value := text(SpecKey.MODEL_COMPUTE_PRECISION)) is not None:
-            kwargs["compute_precision"] = value
-        if (value := text(SpecKey.MODEL_TYPE)) is not None:
-            kwargs["model_type"] = value
-        if (value := text(SpecKey.OP_LINEAR_QUANTIZER_CONFIG)) is not None:
-            kwargs["op_linear_quantizer_config"] = _json(SpecKey.OP_LINEAR_QUANTIZER_CONFIG, value, dict)
-        if (value := text(SpecKey.PASS_PIPELINE)) is not None:
-            kwargs["pass_pipeline"] = tuple(_json(SpecKey.PASS_PIPELINE, value, list))
-        if (value := text(SpecKey.ENUMERATED_SHAPES)) is not None:
+        for row in _SPECS:
+            raw = seen.get(row.key.value)
+            if raw is None:
+                continue
             try:
-                kwargs["enumerated_shapes"] = _upstream.enumerated_shape_names(value)
-            except Exception as error:
-                raise CoreMLOptionsError(
-                    f"compile spec 'enumerated_shapes' is not ExecuTorch's encoding: {error}"
-                ) from None
-        if (value := text(SpecKey.MULTIMETHOD_WEIGHT_SHARING_STRATEGY)) is not None:
-            kwargs["multimethod_weight_sharing_strategy"] = value
-        if (value := text(SpecKey.QUANTIZE_EMBEDDING_TABLES)) is not None:
-            if value not in ("true", "false"):
-                raise _choice_error("lowerkit.quantize_embedding_tables spec value", value, ["true", "false"])
-            kwargs["quantize_embedding_tables"] = value == "true"
-        if (value := text(SpecKey.WEIGHT_COMPRESSION)) is not None:
-            kwargs["weight_compression"] = WeightCompression.from_json(value)
+                value = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise CoreMLOptionsError(f"compile spec {row.key.value!r} is not UTF-8: {raw!r}.") from None
+            kwargs[row.field] = row.decode(value)
         return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """One compile spec: its key, the option field it carries, and its text both ways."""
+
+    key: SpecKey
+    field: str
+    #: The spec's text for these options (and the program, for enumerated shapes); None leaves it out.
+    encode: Callable[[CoreMLCompileOptions, Any], str | None]
+    #: The field's value from the spec's text (validated by ``CoreMLCompileOptions`` after).
+    decode: Callable[[str], Any]
+
+
+def _as_is(value: str) -> str:
+    return value
+
+
+def _encode_target(options: CoreMLCompileOptions, _program: Any) -> str:
+    target = options.minimum_deployment_target
+    return "" if target is None else str(target.value)
+
+
+def _decode_target(value: str) -> Any:
+    if value == "":
+        return None
+    try:
+        return ct.target(int(value))
+    except ValueError:
+        raise _choice_error(
+            "min_deployment_target spec value", value, ["", *(str(t.value) for t in ct.target)]
+        ) from None
+
+
+def _encode_shapes(options: CoreMLCompileOptions, exported_program: Any) -> str | None:
+    if options.enumerated_shapes is None:
+        return None
+    if exported_program is None:
+        raise CoreMLOptionsError(
+            "enumerated_shapes are encoded against the exported program's symbolic shapes: "
+            "call to_compile_specs(exported_program) with the program you will lower."
+        )
+    shapes = {k: [list(s) for s in v] for k, v in options.enumerated_shapes.items()}
+    try:
+        encoded: str = _upstream.encode_enumerated_shapes(exported_program, shapes)
+    except (AssertionError, ValueError) as error:
+        raise CoreMLOptionsError(f"invalid enumerated_shapes {shapes}: {error}") from None
+    return encoded
+
+
+def _decode_shapes(value: str) -> Any:
+    try:
+        return _upstream.enumerated_shape_names(value)
+    except Exception as error:
+        raise CoreMLOptionsError(f"compile spec 'enumerated_shapes' is not ExecuTorch's encoding: {error}") from None
+
+
+def _decode_flag(value: str) -> bool:
+    if value not in ("true", "false"):
+        raise _choice_error("lowerkit.quantize_embedding_tables spec value", value, ["true", "false"])
+    return value == "true"
+
+
+def _encode_pipeline(options: CoreMLCompileOptions, _program: Any) -> str | None:
+    pipeline = options.mil_pass_pipeline
+    return None if pipeline.preset == "default" else json.dumps(list(pipeline.passes))
+
+
+def _encode_strategy(options: CoreMLCompileOptions, _program: Any) -> str | None:
+    strategy = options.multimethod_weight_sharing_strategy
+    return None if strategy is MultimethodWeightSharing.POSITIONAL else strategy.value
+
+
+#: Every compile spec, in ``generate_compile_specs``' order: what ``to_compile_specs`` writes
+#: (the first four always, the rest when not the default) and ``from_compile_specs`` reads.
+_SPECS: tuple[_Spec, ...] = (
+    _Spec(SpecKey.COMPUTE_UNITS, "compute_unit", lambda o, _: o.compute_unit.name.lower(), _as_is),
+    _Spec(SpecKey.MIN_DEPLOYMENT_TARGET, "minimum_deployment_target", _encode_target, _decode_target),
+    _Spec(SpecKey.MODEL_COMPUTE_PRECISION, "compute_precision", lambda o, _: o.compute_precision.value, _as_is),
+    _Spec(SpecKey.MODEL_TYPE, "model_type", lambda o, _: o.model_type.value, _as_is),
+    _Spec(
+        SpecKey.OP_LINEAR_QUANTIZER_CONFIG, "op_linear_quantizer_config",
+        lambda o, _: None if o.op_linear_quantizer_config is None else json.dumps(dict(o.op_linear_quantizer_config)),
+        lambda v: _json(SpecKey.OP_LINEAR_QUANTIZER_CONFIG, v, dict),
+    ),
+    _Spec(
+        SpecKey.PASS_PIPELINE, "pass_pipeline", _encode_pipeline,
+        lambda v: tuple(_json(SpecKey.PASS_PIPELINE, v, list)),
+    ),
+    _Spec(SpecKey.ENUMERATED_SHAPES, "enumerated_shapes", _encode_shapes, _decode_shapes),
+    _Spec(SpecKey.MULTIMETHOD_WEIGHT_SHARING_STRATEGY, "multimethod_weight_sharing_strategy", _encode_strategy, _as_is),
+    _Spec(
+        SpecKey.QUANTIZE_EMBEDDING_TABLES, "quantize_embedding_tables",
+        lambda o, _: "true" if o.quantize_embedding_tables else None, _decode_flag,
+    ),
+    _Spec(
+        SpecKey.WEIGHT_COMPRESSION, "weight_compression",
+        lambda o, _: None if o.weight_compression is None else o.weight_compression.to_json(),
+        WeightCompression.from_json,
+    ),
+)  # fmt: skip
 
 
 def _json(key: SpecKey, value: str, kind: type) -> Any:

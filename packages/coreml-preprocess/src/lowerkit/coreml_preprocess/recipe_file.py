@@ -32,9 +32,9 @@ from typing import Any
 
 from lowerkit.coreml_preprocess._upstream import compressor_config_fields
 from lowerkit.coreml_preprocess.compression import (
-    DEFAULT_WEIGHT_THRESHOLD,
     METHODS,
     RESERVED_KEYS,
+    WEIGHT_THRESHOLD,
     CompressionRule,
     WeightCompression,
 )
@@ -80,7 +80,7 @@ def parse_recipe(text: str, *, source: str = "recipe") -> WeightCompression:
         return WeightCompression(
             dict(global_data) if global_data is not None else None,
             rules,
-            data.get("weight_threshold", DEFAULT_WEIGHT_THRESHOLD),
+            data.get("weight_threshold", WEIGHT_THRESHOLD),
         )
     except CoreMLOptionsError as error:
         raise CoreMLOptionsError(f"{source}: {error}") from None

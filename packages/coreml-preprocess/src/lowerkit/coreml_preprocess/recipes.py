@@ -22,17 +22,14 @@ from typing import Any
 
 import coremltools as ct
 
-from lowerkit.coreml_preprocess.compression import WeightCompression
+from lowerkit.coreml_preprocess.compression import WEIGHT_THRESHOLD, WeightCompression
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
 from lowerkit.pass_infra.suggest import did_you_mean
 
 __all__ = [
-    "PALETTE_CHANNEL_GROUP", "RECIPES", "WEIGHT_THRESHOLD", "CoreMLRecipe", "compile_options_for", "get_recipe",
+    "PALETTE_CHANNEL_GROUP", "RECIPES", "CoreMLRecipe", "compile_options_for", "get_recipe",
 ]
-
-#: coremltools compresses only weights with more elements than this (its ``weight_threshold``).
-WEIGHT_THRESHOLD = 2048
 
 
 @dataclass(frozen=True)

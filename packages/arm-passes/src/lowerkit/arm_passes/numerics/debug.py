@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.export import ExportedProgram
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.devices import compile_spec_for, is_integer
@@ -27,10 +26,12 @@ from lowerkit.arm_passes.numerics.tosa_tensors import (
 from lowerkit.arm_passes.reference import run_tosa_reference, verify_on_reference_model
 from lowerkit.pass_infra import sqnr_db
 from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.layers import programs
 from lowerkit.pass_infra.layers.advise import advise_keep_float
 from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
 from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points, shown_inputs
+from lowerkit.pass_infra.layers.points import QuantPoint, shown_inputs
+from lowerkit.pass_infra.layers.programs import FLOAT_VS_QUANTIZED
 from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
 from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
 from lowerkit.pass_infra.layers.values import (
@@ -44,17 +45,12 @@ from lowerkit.pass_infra.layers.values import (
 
 __all__ = ["NoQuantizedLayerError", "debug_arm", "debug_arm_float", "keep_float_gain", "quantized_program"]
 
-FLOAT_VS_QUANTIZED = "quantized vs float"
 TOSA_VS_QUANTIZED = "TOSA vs quantized"
 TOSA_VS_FLOAT = "TOSA vs float"
 
 
-class NoQuantizedLayerError(ArmLoweringError):
+class NoQuantizedLayerError(ArmLoweringError, programs.NoQuantizedLayerError):
     """The model has no layer the quantizer quantizes: there is nothing for int8 to lose."""
-
-
-def _float_program(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
-    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
 
 
 def quantized_program(
@@ -67,7 +63,8 @@ def quantized_program(
 ) -> torch.fx.GraphModule:
     """The fake-quantized torch module lower_to_arm would export and lower (no lowering)."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    return fake_quantize(_float_program(model, inputs), inputs, compile_spec_for(target), calibration, keep_float=keep_float)
+    program = programs.float_program(model, inputs)
+    return fake_quantize(program, inputs, compile_spec_for(target), calibration, keep_float=keep_float)
 
 
 def _batches(inputs: tuple[Any, ...], calibration: Sequence[Sequence[Any]] | None) -> list[tuple[Any, ...]]:
@@ -86,7 +83,7 @@ def keep_float_gain(
     """Output SQNR (dB) against float of the quantized program, without and with `names` in float."""
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
     batches = _batches(inputs, calibration)
-    reference = outputs_on(_float_program(model, inputs), batches)
+    reference = outputs_on(programs.float_program(model, inputs), batches)
     plain = outputs_on(quantized_program(model, inputs, target, calibration=calibration), batches)
     kept = outputs_on(quantized_program(model, inputs, target, calibration=calibration, keep_float=names), batches)
     return sqnr_db(reference, plain), sqnr_db(reference, kept)
@@ -96,11 +93,6 @@ def _tosa_for(point: QuantPoint, tensors: list[TosaTensor], numel: int, dtype: t
     group = set(point.group)
     found = [t for t in tensors if t.dtype == dtype and t.sources & group and int(np.prod(t.shape)) == numel]
     return found[-1] if found else None
-
-
-def _module_names(model: Any) -> set[str]:
-    module = model.module() if isinstance(model, ExportedProgram) else model
-    return {name for name, _ in module.named_modules() if name}
 
 
 def debug_arm(
@@ -138,7 +130,7 @@ def debug_arm(
         return report
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    float_program = _float_program(model, inputs)
+    float_program = programs.float_program(model, inputs)
     captured: list[tuple[bytes, torch.fx.GraphModule]] = []
     states: list[PassState] = []  # the graph after every pass, for a bisection (copies: the lowering is unchanged)
     with _upstream.capture_tosa_graphs(captured), record_pass_states(states):
@@ -146,12 +138,10 @@ def debug_arm(
     assert lowering.source_program is not None
     seconds["lower"] = time.perf_counter() - start
     quantized = lowering.source_program.module()
-    points = quant_points(quantized.graph)
-    if not points:
-        raise NoQuantizedLayerError(
-            f"{model_name} has no layer the Arm quantizer quantizes, so int8 loses nothing here; "
-            "nothing to debug (lower it to TOSA-1.0+FP to keep it float)"
-        )
+    points = programs.quantized_layers(
+        quantized, NoQuantizedLayerError, model_name=model_name, quantizer="Arm",
+        fix="lower it to TOSA-1.0+FP to keep it float",
+    )  # fmt: skip
     float_module = float_program.module()
     float_names = counterparts(float_module.graph, quantized.graph)
     recorded = node_values(float_module, inputs)
@@ -162,7 +152,7 @@ def debug_arm(
     start = time.perf_counter()
     tosa_values = _tosa_values(lowering, captured, points, quantized_values, inputs, notes, summary)
     seconds["tosa reference model"] = time.perf_counter() - start
-    keepable = _module_names(model)
+    keepable = programs.module_names(model)
     layers = []
     for index, point in enumerate(points):
         layer = _layer(index, point, float_values, quantized_values, tosa_values, keepable)
@@ -346,7 +336,7 @@ def debug_arm_float(
     nodes = [n for n in module.graph.nodes if n.name in chosen]
     counts = Counter(layer_name(n) for n in nodes)
     names = {n.name: layer_name(n) if counts[layer_name(n)] == 1 else f"{layer_name(n)}:{n.name}" for n in nodes}
-    keepable = _module_names(model)
+    keepable = programs.module_names(model)
     layers = []
     for index, node in enumerate(nodes):
         tensor = chosen[node.name]
