@@ -19,10 +19,14 @@ else gets what the whole re-trace would record:
   ``original_aten``, ``seq_nr``, ``eager_input_vals``, ``val``, ``tensor_meta``);
   placeholders their ``tensor_meta`` and AOT input descriptor, weights their users' copied
   fields (torch's ``_collect_param_buffer_metadata``); the output node its provenance;
-- the signature's output names and the module call graph follow renamed nodes.
+- the signature's output names and the module call graph follow renamed nodes;
+- in-place calls (``relu_``, ``hardtanh_`` of ``inplace=True`` modules) the out-of-place operator
+  functionalization records (`retrace_skip` has checked nothing else reads the mutated tensor);
+- a multi-output call's getitems (kept, or from a decomposition such as ``max_pool2d`` ->
+  ``max_pool2d_with_indices``) the names a trace gives (one ``getitem`` per output, the unused
+  dropped), their place right after the call, and the call's metadata.
 
-A multi-output decomposition (a trace names a ``getitem`` for every output and drops the unused
-ones), a node a decomposition leaves unused, lifted constants in a program not traced yet, and
+A node a decomposition leaves unused, lifted constants in a program not traced yet, and
 backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
 layers; their roots, from which ExecuTorch derives debug handles, are the same. Tests compare the
 result with torch's re-trace on fresh exports and decomposed programs; the Arm and XNNPACK
@@ -60,6 +64,7 @@ def _refuse(reason: str) -> ExportedProgram | None:
     _REFUSAL.reason = reason
     return None
 
+
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 #: Inputs whose AOT descriptor a first trace gives, and this module can.
 _TRACED_WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
@@ -74,7 +79,20 @@ def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
     traced: dict[Node, str] = {}
     for node in graph.nodes:
         if node.op == "call_function":
-            traced[node] = trace_namespace.create_name(_upstream.trace_candidate_name(graph, node.target), None)
+            if is_output_getitem(node):
+                continue  # named with the node whose output it takes
+            traced[node] = trace_namespace.create_name(
+                _upstream.trace_candidate_name(graph, node.target), None
+            )
+            if is_multi_output(node):
+                # a trace names a getitem for every output at once, and drops the unused ones
+                getitems = output_getitems(node)
+                for index in range(len(node.meta["val"])):
+                    name = trace_namespace.create_name(
+                        _upstream.trace_candidate_name(graph, operator.getitem), None
+                    )
+                    if index in getitems:
+                        traced[getitems[index]] = name
         elif node.op == "output":
             traced[node] = trace_namespace.create_name("output", None)
     # export's placeholder naming pass: input names first, then call nodes renamed off them.
@@ -109,20 +127,17 @@ def decompose_locally(
             # not named the way a trace names it: re-trace the stock way
             return _refuse(f"{node.name} is not named as a trace names it ({name})")
     result = _upstream.copy_exported_program(program)
+    _functionalize(result.graph)
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
     if decomposing:
         small, outside = _small_program(program, decomposing)
         decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
-        getitem = next((n for n in decomposed.graph.nodes if n.target is operator.getitem), None)
-        if getitem is not None:
-            # A trace names a getitem for every output of a multi-output op and drops the unused
-            # ones: names this splice cannot give.
-            return _refuse(f"a multi-output decomposition ({getattr(getitem.args[0], 'target', getitem.args[0])})")
         by_name = {node.name: node for node in result.graph.nodes}
         spliced, replaced = _splice(
             result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
         )
+    _getitems_after_their_producers(result.graph)
     unused = next((n for n in result.graph.nodes if n.op == "call_function" and not n.users), None)
     if unused is not None:
         # a decomposition left a node unused: the stock trace decides what stays
@@ -154,6 +169,7 @@ def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[E
                 outside.append(arg)
     for node in decomposing:
         env[node] = graph.node_copy(node, lambda arg: env[arg])
+    _functionalize(graph)
     graph.output(tuple(env[node] for node in decomposing))
     module = GraphModule(torch.nn.Module(), graph)
     inputs = [env[arg] for arg in outside]
@@ -201,6 +217,50 @@ def _ancestors(node: Node) -> set[Node]:
     return seen
 
 
+def is_multi_output(node: Node) -> bool:
+    """Whether `node` is an operator call with several outputs (a tuple or list value)."""
+    return node.op == "call_function" and isinstance(node.meta.get("val"), (tuple, list))
+
+
+def is_output_getitem(node: Node) -> bool:
+    """Whether `node` takes one output of a multi-output operator call (``getitem(op, index)``)."""
+    return (
+        node.op == "call_function"
+        and node.target is operator.getitem
+        and isinstance(node.args[0], Node)
+        and is_multi_output(node.args[0])
+        and isinstance(node.args[1], int)
+    )
+
+
+def output_getitems(node: Node) -> dict[int, Node]:
+    """{output index: the getitem taking it} for multi-output `node`."""
+    return {user.args[1]: user for user in node.users if is_output_getitem(user)}
+
+
+def _functionalize(graph: Graph) -> None:
+    """Give each in-place call in `graph` the operator functionalization records for it (``relu_`` -> ``relu``).
+
+    `retrace_skip.retrace_plan` has checked that nothing reads the mutated tensor afterwards
+    but through the call's own result, so the call's users are all a trace re-points.
+    """
+    for node in graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, _upstream.OpOverload):
+            functional = _upstream.functional_variant(node.target)
+            if functional is not None:
+                if "from_node" not in node.meta:  # a trace's provenance names the in-place call
+                    node.meta["from_node"] = [_upstream.module_node_source(node)]
+                node.target = functional
+
+
+def _getitems_after_their_producers(graph: Graph) -> None:
+    """Put each multi-output call's getitems right after it, by output index, as a trace records them."""
+    for node in list(graph.nodes):
+        if is_multi_output(node):
+            for _, getitem in sorted(output_getitems(node).items(), reverse=True):
+                node.append(getitem)
+
+
 def emulation_blocker(program: ExportedProgram) -> str | None:
     """Why `record_as_traced` cannot give `program` what a re-trace records, or None."""
     kinds = {spec.kind for spec in program.graph_signature.input_specs}
@@ -208,7 +268,11 @@ def emulation_blocker(program: ExportedProgram) -> str | None:
     if first_trace and not kinds <= {InputKind.USER_INPUT, *_TRACED_WEIGHTS}:
         return "constants, custom objects or tokens in a program not traced yet"
     for node in program.graph.nodes:
-        if not isinstance(node.meta.get("val"), _upstream.FakeTensor) and node.op != "output":
+        value = node.meta.get("val")
+        if is_multi_output(node):
+            if not all(isinstance(item, _upstream.FakeTensor) for item in value):
+                return f"{node.name} has outputs that are not FakeTensors"
+        elif not isinstance(value, _upstream.FakeTensor) and node.op != "output":
             return f"{node.name} has no FakeTensor value"
         if node.meta.get("autograd_backward") or node.meta.get("in_grad_fn"):
             return f"{node.name} is a backward node"
@@ -228,7 +292,13 @@ def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: 
     seq_nr = _upstream.current_seq_nr()
     for node in result.graph.nodes:
         if node.op == "call_function" and node not in spliced:
-            node.meta = _call_meta(node, seq_nr)
+            if is_output_getitem(node):
+                # made with its producer's output, under the producer's metadata and operator
+                producer = node.args[0]
+                assert isinstance(producer, Node)
+                node.meta = _call_meta(node, seq_nr, producer.meta, producer.target)
+            else:
+                node.meta = _call_meta(node, seq_nr, node.meta, node.target)
         elif node.op == "output" and "from_node" not in node.meta:
             node.meta["from_node"] = [_upstream.module_node_source(node)]
     specs = {spec.arg.name: spec for spec in source.graph_signature.input_specs}
@@ -264,23 +334,27 @@ def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: 
         node.meta = meta
 
 
-def _call_meta(node: Node, seq_nr: int) -> dict[str, Any]:
-    old = node.meta
+def _call_meta(node: Node, seq_nr: int, old: dict[str, Any], operator_: Any) -> dict[str, Any]:
+    """What a trace records for `node`, made while replaying a node with metadata `old` that dispatched `operator_`."""
+    value = node.meta["val"]
     meta: dict[str, Any] = {}
     if old.get("stack_trace"):
         meta["stack_trace"] = old["stack_trace"]
     for field in _upstream.COPY_META_FIELDS:
         if field == "original_aten":
-            meta[field] = node.target  # nothing decomposes it: the operator the trace dispatched
+            meta[field] = operator_  # nothing decomposes it: the operator the trace dispatched
         elif field == "from_node":
-            meta[field] = copy.copy(old[field]) if field in old else [_upstream.module_node_source(node)]
+            meta[field] = (
+                copy.copy(old[field]) if field in old else [_upstream.module_node_source(node)]
+            )
         elif field in old:
             meta[field] = copy.copy(old[field])
     meta["seq_nr"] = seq_nr
     if _upstream.needs_eager_input_vals(node.target):
         meta["eager_input_vals"] = _upstream.eager_input_vals(node)
-    meta["val"] = old["val"]
-    meta["tensor_meta"] = _upstream.tensor_metadata(old["val"])
+    meta["val"] = value
+    if isinstance(value, _upstream.FakeTensor):  # a multi-output call's tuple has none
+        meta["tensor_meta"] = _upstream.tensor_metadata(value)
     return meta
 
 

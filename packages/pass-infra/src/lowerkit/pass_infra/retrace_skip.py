@@ -7,8 +7,10 @@ re-traces the whole program through AOTAutograd (~1.5-2 s for a 9-layer quantize
 nodes) to change a few nodes: 19 reshapes become views, then 9 conv2d become convolutions, then
 nothing.
 
-`retrace_plan` says which programs may do without: no mutating op, getitem, nested graph, dead
-node, input or buffer mutation, symbolic shape or effect token, every call an operator. It lists
+`retrace_plan` says which programs may do without: no mutating op but in-place ones on an
+intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
+one per output of an operator, no multi-output call that decomposes, nested graph, dead node,
+input or buffer mutation, symbolic shape or effect token, every call an operator. It lists
 the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops,
 views, and nodes whose operator is not the one their last trace recorded (ExecuTorch swaps kept
 ops for ``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
@@ -34,7 +36,13 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream, local_decomposition
-from lowerkit.pass_infra.local_decomposition import decompose_locally, emulation_blocker
+from lowerkit.pass_infra.local_decomposition import (
+    decompose_locally,
+    emulation_blocker,
+    is_multi_output,
+    is_output_getitem,
+    output_getitems,
+)
 from lowerkit.pass_infra.patching import Patch, Replacement
 
 __all__ = [
@@ -102,23 +110,72 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
         return "nested graphs", []
     table = set(decomp_table)
     decomposing: list[Node] = []
+    position = {node: index for index, node in enumerate(program.graph.nodes)}
     for node in program.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
         if node.op != "call_function":
             return f"{node.op} node {node.name}", []
         target = node.target
+        if not node.users:
+            return f"dead node {node.name}", []
         if target is operator.getitem:
-            return f"multi-output node {node.name} (a re-trace rebuilds getitem metadata)", []
+            producer, index = node.args[0], node.args[1]
+            if not (is_output_getitem(node) and isinstance(producer, Node) and isinstance(index, int)):
+                return f"{node.name} is not a getitem of an operator's output", []
+            if output_getitems(producer)[index] is not node:
+                return f"{node.name} is a second getitem of {producer.name}'s output {index}", []
+            continue
         if not isinstance(target, _upstream.OpOverload):
             return f"{target} is not an operator", []
         if _upstream.is_mutating(target):
-            return f"{target} mutates", []
-        if not node.users:
-            return f"dead node {node.name}", []
-        if target in table or _upstream.decomposes_by_itself(target) or _retargeted(node):
+            blocker = _in_place_blocker(node, position)
+            if blocker is not None:
+                return blocker, []
+            target = _upstream.functional_variant(target)
+        decomposes = target in table or _upstream.decomposes_by_itself(target) or _retargeted(node)
+        if decomposes and is_multi_output(node):
+            return f"multi-output node {node.name} ({target}) decomposes", []
+        if decomposes:
             decomposing.append(node)
     return None, decomposing
+
+
+def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
+    """Why in-place call `node` cannot be given its functional operator as a trace would, or None.
+
+    Functionalization records the out-of-place operator and re-points every later reader of the
+    mutated tensor at its result. That is the call's own users, only if the mutated tensor is an
+    intermediate (not an input), not a view of another tensor, has no view, and no other reader
+    after the call.
+    """
+    target = node.target
+    assert isinstance(target, _upstream.OpOverload)
+    functional = _upstream.functional_variant(target)
+    if functional is None:
+        return f"{target} mutates"
+    if _upstream.has_cia_kernel(target):
+        # decomposed before functionalization; a table's entry for it never runs (the trace's
+        # table applies to what functionalization records)
+        return f"{target} mutates and decomposes by itself"
+    mutated = node.args[0]
+    if not isinstance(mutated, Node) or mutated.op != "call_function":
+        return f"{target} mutates an input ({mutated})"
+    producer = mutated.target
+    if is_output_getitem(mutated):
+        producer = mutated.args[0].target
+    if not isinstance(producer, _upstream.OpOverload):
+        return f"{target} mutates the result of {producer}"
+    if _upstream.returns_alias(producer) and _upstream.functional_variant(producer) is None:
+        return f"{target} mutates a view ({mutated.name})"
+    for user in mutated.users:
+        if user is node:
+            continue
+        if position[user] > position[node]:
+            return f"{target} mutates {mutated.name}, which {user.name} reads afterwards"
+        if isinstance(user.target, _upstream.OpOverload) and _upstream.returns_alias(user.target):
+            return f"{target} mutates {mutated.name}, of which {user.name} is a view"
+    return None
 
 
 def _retargeted(node: Node) -> bool:
