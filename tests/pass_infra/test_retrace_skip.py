@@ -150,6 +150,10 @@ def test_in_place_and_multi_output_decompositions_stay_local_and_give_what_the_r
     (batch_norm, max_pool2d) give the getitems a trace names; programs holding those getitems
     decompose again."""
     program = _exported(name)
+    # conv2d is CompositeImplicitAutograd, which run_decompositions keeps unless its table has it:
+    # recorded as a trace records it, not re-traced; batch_norm it does not keep.
+    _, decomposing = retrace_plan(program, {})
+    assert torch.ops.aten.conv2d.default not in {n.target for n in decomposing}
     tables: list[dict[Any, Any]] = [{}, _default_decomposition_table(), _default_decomposition_table()]
     for table in tables:
         with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:

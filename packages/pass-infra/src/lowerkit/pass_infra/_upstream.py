@@ -80,6 +80,7 @@ __all__ = [
     "new_namespace",
     "overrides_set_current_node",
     "plain_py_impl",
+    "preservable_cia",
     "py_impl_owner",
     "pytree",
     "qualified_op_name",
@@ -790,6 +791,15 @@ def has_cia_kernel(op: OpOverload) -> bool:
     return bool(
         torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
     )
+
+
+@functools.cache
+def preservable_cia(op: OpOverload) -> bool:
+    """True when ``run_decompositions`` keeps CompositeImplicitAutograd `op` as it is unless its
+    table decomposes it (``torch._export.utils._is_preservable_cia_op``: functional, not aliasing)."""
+    from torch._export.utils import _is_preservable_cia_op
+
+    return bool(_is_preservable_cia_op(op))
 
 
 # ------------------------------------------------------------- the edge verifier's argument check

@@ -11,9 +11,10 @@ nothing.
 intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
 one per output of an operator, no multi-output call that decomposes, nested graph, dead node,
 input or buffer mutation, symbolic shape or effect token, every call an operator. It lists
-the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops,
-views, and nodes whose operator is not the one their last trace recorded (ExecuTorch swaps kept
-ops for ``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
+the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
+it does not keep (it keeps the functional ones the table does not name), views, and nodes
+whose operator is not the one their last trace recorded (ExecuTorch swaps kept ops for
+``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
 `local_decomposition.decompose_locally` re-traces those alone and gives the rest what a trace
 records. Graph code, node names, signature and metadata are the re-trace's, except that
 ``from_node`` provenance chains lack the re-trace's layers (their roots, from which ExecuTorch
@@ -133,7 +134,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             if blocker is not None:
                 return blocker, []
             target = _upstream.functional_variant(target)
-        decomposes = target in table or _upstream.decomposes_by_itself(target) or _retargeted(node)
+        decomposes = target in table or _retargeted(node) or _decomposes_by_itself(target)
         if decomposes and is_multi_output(node):
             return f"multi-output node {node.name} ({target}) decomposes", []
         if decomposes:
@@ -176,6 +177,12 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
         if isinstance(user.target, _upstream.OpOverload) and _upstream.returns_alias(user.target):
             return f"{target} mutates {mutated.name}, of which {user.name} is a view"
     return None
+
+
+def _decomposes_by_itself(op: Any) -> bool:
+    """Whether a trace may record something else for `op` that the table does not decompose: a
+    view, or a CompositeImplicitAutograd op ``run_decompositions`` does not keep."""
+    return _upstream.decomposes_by_itself(op) and not _upstream.preservable_cia(op)
 
 
 def _retargeted(node: Node) -> bool:
