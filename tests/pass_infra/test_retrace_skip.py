@@ -120,6 +120,23 @@ class _MaxPool(torch.nn.Module):
         return self.head(self.pool(self.relu(self.conv(x))))
 
 
+class _Chunks(torch.nn.Module):
+    """ShuffleNetV2's unit: chunk (split.Tensor, a multi-output view op that decomposes into
+    getitems of its own), a branch, cat, and the channel shuffle (view, transpose, contiguous)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+        self.branch = torch.nn.Sequential(torch.nn.Conv2d(2, 2, 3, padding=1), torch.nn.ReLU(inplace=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        left, right = self.conv(x).chunk(2, dim=1)
+        out = torch.cat((left, self.branch(right)), dim=1)
+        batch, channels, height, width = out.shape
+        out = out.view(batch, 2, channels // 2, height, width).transpose(1, 2).contiguous()
+        return out.view(batch, channels, height, width)
+
+
 class _MutatesAView(torch.nn.Module):
     """relu_ on a tensor whose view was taken before: functionalization regenerates the view."""
 
@@ -136,19 +153,20 @@ class _MutatesAView(torch.nn.Module):
 _SMALL: dict[str, type[torch.nn.Module]] = {
     "in_place": _InPlace,
     "max_pool": _MaxPool,
+    "chunks": _Chunks,
     "mutates_a_view": _MutatesAView,
 }
 
 
-@pytest.mark.parametrize("name", ["in_place", "max_pool"])
+@pytest.mark.parametrize("name", ["in_place", "max_pool", "chunks"])
 def test_in_place_and_multi_output_decompositions_stay_local_and_give_what_the_retrace_gives(
     name: str,
 ) -> None:
     """Each of the three run_decompositions a lowering makes (functionalize the export, decompose
     by ExecuTorch's default table, once more on the result), done locally, equals torch's re-trace
     of the same program: in-place ops become their functional ops, multi-output decompositions
-    (batch_norm, max_pool2d) give the getitems a trace names; programs holding those getitems
-    decompose again."""
+    (batch_norm, max_pool2d) give the getitems a trace names, as does a multi-output op that
+    decomposes (chunk's split); programs holding those getitems decompose again."""
     program = _exported(name)
     # conv2d is CompositeImplicitAutograd, which run_decompositions keeps unless its table has it:
     # recorded as a trace records it, not re-traced; batch_norm it does not keep.

@@ -118,9 +118,10 @@ def decompose_locally(
     blocker = emulation_blocker(program)
     if blocker is not None:
         return _refuse(blocker)
+    inside = set(decomposing)
     for node in decomposing:
         for arg in node.all_input_nodes:
-            if not isinstance(arg.meta.get("val"), _upstream.FakeTensor):
+            if not isinstance(arg.meta.get("val"), _upstream.FakeTensor) and arg not in inside:
                 return _refuse(f"{node.name}'s input {arg.name} has no FakeTensor value")
     for node, name in trace_names(program, program.graph).items():
         if name != node.name:
@@ -155,7 +156,8 @@ def decompose_locally(
 
 
 def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[ExportedProgram, list[Node]]:
-    """The decomposing nodes alone, their outside inputs as user inputs, every one an output."""
+    """The decomposing nodes alone, their outside inputs as user inputs, every one an output
+    (a multi-output node through its getitems, which `decomposing` holds too)."""
     graph = Graph()
     env: dict[Node, Node] = {}
     outside: list[Node] = []
@@ -170,10 +172,11 @@ def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[E
     for node in decomposing:
         env[node] = graph.node_copy(node, lambda arg: env[arg])
     _functionalize(graph)
-    graph.output(tuple(env[node] for node in decomposing))
+    outputs = [env[node] for node in decomposing if not is_multi_output(node)]
+    graph.output(tuple(outputs))
     module = GraphModule(torch.nn.Module(), graph)
     inputs = [env[arg] for arg in outside]
-    return _upstream.user_io_program(module, inputs, [env[n] for n in decomposing], program.verifiers), outside
+    return _upstream.user_io_program(module, inputs, outputs, program.verifiers), outside
 
 
 def _splice(
@@ -181,8 +184,9 @@ def _splice(
 ) -> tuple[set[Node], dict[str, Node]]:
     """Put `decomposed`'s nodes in place of `targets`: (the nodes put in, old name -> what replaced it).
 
-    `decomposed`'s placeholders stand for `outside` and its outputs for `targets`, in order. Its
-    nodes go in its own order, each before the first target that needs it.
+    `decomposed`'s placeholders stand for `outside` and its outputs for `targets` (a multi-output
+    target aside: its getitems are targets), in order. Its nodes go in its own order, each before
+    the first target that needs it.
     """
     sources = [node for node in decomposed.graph.nodes if node.op == "placeholder"]
     env: dict[Node, Node] = dict(zip(sources, outside, strict=True))
@@ -190,7 +194,7 @@ def _splice(
     pending = [node for node in decomposed.graph.nodes if node.op == "call_function"]
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
-    for target, result in zip(targets, results, strict=True):
+    for target, result in zip([t for t in targets if not is_multi_output(t)], results, strict=True):
         needed = _ancestors(result)
         with graph.inserting_before(target):
             for node in [n for n in pending if n in needed]:

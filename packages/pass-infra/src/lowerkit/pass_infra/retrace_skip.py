@@ -9,8 +9,8 @@ nothing.
 
 `retrace_plan` says which programs may do without: no mutating op but in-place ones on an
 intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
-one per output of an operator, no multi-output call that decomposes, nested graph, dead node,
-input or buffer mutation, symbolic shape or effect token, every call an operator. It lists
+one per output of an operator, nested graph, dead node, input or buffer mutation, symbolic
+shape or effect token, every call an operator. It lists
 the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
 it does not keep (it keeps the functional ones the table does not name), views, and nodes
 whose operator is not the one their last trace recorded (ExecuTorch swaps kept ops for
@@ -112,6 +112,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
     table = set(decomp_table)
     decomposing: list[Node] = []
     position = {node: index for index, node in enumerate(program.graph.nodes)}
+    decomposed_outputs: set[Node] = set()  # multi-output nodes that decompose
     for node in program.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
@@ -126,6 +127,8 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
                 return f"{node.name} is not a getitem of an operator's output", []
             if output_getitems(producer)[index] is not node:
                 return f"{node.name} is a second getitem of {producer.name}'s output {index}", []
+            if producer in decomposed_outputs:
+                decomposing.append(node)  # the small program's output for that output
             continue
         if not isinstance(target, _upstream.OpOverload):
             return f"{target} is not an operator", []
@@ -135,10 +138,10 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
                 return blocker, []
             target = _upstream.functional_variant(target)
         decomposes = target in table or _retargeted(node) or _decomposes_by_itself(target)
-        if decomposes and is_multi_output(node):
-            return f"multi-output node {node.name} ({target}) decomposes", []
         if decomposes:
             decomposing.append(node)
+            if is_multi_output(node):
+                decomposed_outputs.add(node)
     return None, decomposing
 
 
