@@ -754,7 +754,8 @@ def functional_variant(op: OpOverload) -> OpOverload | None:
     """The operator functionalization records for in-place aten `op` (``relu_`` -> ``relu``), or None.
 
     torchgen pairs an in-place operator with the one of the same name without the trailing ``_``
-    and the same overload; the arguments must match, aliasing aside, and only the first be written.
+    and the same overload; the argument types must match, aliasing aside, and only the first be
+    written.
     """
     if not _library_utils.mutates_and_returns_first_arg(op):
         return None
@@ -770,10 +771,8 @@ def functional_variant(op: OpOverload) -> OpOverload | None:
     if not isinstance(functional, OpOverload):
         return None
     schema = functional._schema
-    if [(a.name, str(a.type)) for a in schema.arguments] != [
-        (a.name, str(a.type)) for a in op._schema.arguments
-    ]:
-        return None
+    if [str(a.type) for a in schema.arguments] != [str(a.type) for a in op._schema.arguments]:
+        return None  # names may differ (dropout_'s self, dropout's input)
     if len(schema.returns) != 1 or schema.returns[0].alias_info is not None or schema.is_mutable:
         return None
     return functional

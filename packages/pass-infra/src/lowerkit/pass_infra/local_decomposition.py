@@ -26,8 +26,8 @@ else gets what the whole re-trace would record:
   ``max_pool2d_with_indices``) the names a trace gives (one ``getitem`` per output, the unused
   dropped), their place right after the call, and the call's metadata.
 
-A node a decomposition leaves unused, lifted constants in a program not traced yet, and
-backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
+Dead nodes are dropped as the trace's dead-code elimination drops them (after taking their
+names). Lifted constants in a program not traced yet, and backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
 layers; their roots, from which ExecuTorch derives debug handles, are the same. Tests compare the
 result with torch's re-trace on fresh exports and decomposed programs; the Arm and XNNPACK
 sameness tests compare lowered programs and ``.pte`` bytes with stock's.
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
@@ -52,6 +53,8 @@ from lowerkit.pass_infra import _upstream
 __all__ = ["decompose_locally", "emulation_blocker", "last_refusal", "record_as_traced", "trace_names"]
 
 _REFUSAL = threading.local()
+#: A name's numbering suffix (``view_12``).
+_NUMBERING = re.compile(r"(_\d+)+$")
 
 
 def last_refusal() -> str | None:
@@ -70,8 +73,11 @@ _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 _TRACED_WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
 
 
-def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
-    """The names a whole re-trace of `program` gives `graph`'s nodes (placeholders keep theirs)."""
+def trace_names(program: ExportedProgram, graph: Graph, dropped: AbstractSet[Node] = frozenset()) -> dict[Node, str]:
+    """The names a whole re-trace of `program` gives `graph`'s nodes (placeholders keep theirs).
+
+    `dropped` nodes (its dead-code elimination's) take their names in the trace, and none after.
+    """
     trace_namespace = _upstream.new_namespace()
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]
     for index in range(len(placeholders)):
@@ -105,6 +111,8 @@ def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
         _upstream.rename_without_collisions(name_map, find_available, used, spec.arg.name, spec.arg.name, is_placeholder=True)
     names = {node: name_map.get(node.name, node.name) for node in placeholders}
     for node, name in traced.items():
+        if node in dropped:
+            continue
         _upstream.rename_without_collisions(name_map, find_available, used, name, name)
         names[node] = name_map[name]
     return names
@@ -124,8 +132,9 @@ def decompose_locally(
             if not isinstance(arg.meta.get("val"), _upstream.FakeTensor) and arg not in inside:
                 return _refuse(f"{node.name}'s input {arg.name} has no FakeTensor value")
     for node, name in trace_names(program, program.graph).items():
-        if name != node.name:
-            # not named the way a trace names it: re-trace the stock way
+        if _NUMBERING.sub("", name) != _NUMBERING.sub("", node.name):
+            # not named the way a trace names it: re-trace the stock way (numbering aside: a
+            # trace's dead-code elimination leaves gaps)
             return _refuse(f"{node.name} is not named as a trace names it ({name})")
     result = _upstream.copy_exported_program(program)
     _functionalize(result.graph)
@@ -134,18 +143,23 @@ def decompose_locally(
     if decomposing:
         small, outside = _small_program(program, decomposing)
         decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
+        if decomposed.graph_signature.user_inputs_to_mutate:
+            return _refuse(f"an in-place op mutates {', '.join(decomposed.graph_signature.user_inputs_to_mutate.values())}")
         by_name = {node.name: node for node in result.graph.nodes}
         spliced, replaced = _splice(
             result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
         )
     _getitems_after_their_producers(result.graph)
-    unused = next((n for n in result.graph.nodes if n.op == "call_function" and not n.users), None)
-    if unused is not None:
-        # a decomposition left a node unused: the stock trace decides what stays
-        return _refuse(f"a decomposition left {unused.name} ({unused.target}) unused")
+    dropped = _dead_code(result.graph)
+    if isinstance(dropped, str):
+        return _refuse(dropped)
+    names = trace_names(result, result.graph, dropped)
+    for node in reversed(list(result.graph.nodes)):
+        if node in dropped:
+            result.graph.erase_node(node)
     record_as_traced(program, result, spliced)
     old_names = {node: node.name for node in result.graph.nodes}
-    _upstream.rename_nodes(result.graph, trace_names(result, result.graph))
+    _upstream.rename_nodes(result.graph, names)
     result.graph_module.recompile()
     renamed = {old: node.name for node, old in old_names.items()}
     renamed.update({old: node.name for old, node in replaced.items()})
@@ -210,6 +224,20 @@ def _splice(
     return spliced, replaced
 
 
+def _dead_code(graph: Graph) -> set[Node] | str:
+    """The call nodes a trace's dead-code elimination drops (unused and pure, or used only by
+    those), or why that cannot be told (a dead random op: pure or not by torch's inductor config)."""
+    dropped: set[Node] = set()
+    for node in reversed(graph.nodes):
+        if node.op != "call_function" or not all(user in dropped for user in node.users):
+            continue
+        if not node.is_impure(impure_random=True):
+            dropped.add(node)
+        elif not node.is_impure(impure_random=False):
+            return f"{node.name} ({node.target}) is a dead random op"
+    return dropped
+
+
 def _ancestors(node: Node) -> set[Node]:
     seen: set[Node] = set()
     stack = [node]
@@ -250,6 +278,8 @@ def _functionalize(graph: Graph) -> None:
     """
     for node in graph.nodes:
         if node.op == "call_function" and isinstance(node.target, _upstream.OpOverload):
+            if _upstream.has_cia_kernel(node.target):
+                continue  # decomposed before functionalization (dropout_): the small program re-traces it
             functional = _upstream.functional_variant(node.target)
             if functional is not None:
                 if "from_node" not in node.meta:  # a trace's provenance names the in-place call

@@ -9,7 +9,7 @@ nothing.
 
 `retrace_plan` says which programs may do without: no mutating op but in-place ones on an
 intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
-one per output of an operator, nested graph, dead node, input or buffer mutation, symbolic
+one per output of an operator, nested graph, input or buffer mutation, symbolic
 shape or effect token, every call an operator. It lists
 the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
 it does not keep (it keeps the functional ones the table does not name), views, and nodes
@@ -119,8 +119,6 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
         if node.op != "call_function":
             return f"{node.op} node {node.name}", []
         target = node.target
-        if not node.users:
-            return f"dead node {node.name}", []
         if target is operator.getitem:
             producer, index = node.args[0], node.args[1]
             if not (is_output_getitem(node) and isinstance(producer, Node) and isinstance(index, int)):
@@ -136,6 +134,10 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             blocker = _in_place_blocker(node, position)
             if blocker is not None:
                 return blocker, []
+            if _upstream.has_cia_kernel(target):
+                # decomposed before functionalization (dropout_ returns its input in eval): re-traced
+                decomposing.append(node)
+                continue
             target = _upstream.functional_variant(target)
         decomposes = target in table or _retargeted(node) or _decomposes_by_itself(target)
         if decomposes:
@@ -158,10 +160,6 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
     functional = _upstream.functional_variant(target)
     if functional is None:
         return f"{target} mutates"
-    if _upstream.has_cia_kernel(target):
-        # decomposed before functionalization; a table's entry for it never runs (the trace's
-        # table applies to what functionalization records)
-        return f"{target} mutates and decomposes by itself"
     mutated = node.args[0]
     if not isinstance(mutated, Node) or mutated.op != "call_function":
         return f"{target} mutates an input ({mutated})"
