@@ -66,7 +66,9 @@ __all__ = [
     "fake_cache",
     "fake_cache_module",
     "fake_state_snapshot",
+    "functional_variant",
     "fx_traceback_module",
+    "has_cia_kernel",
     "histogram_observer_class",
     "histogram_quantization_error",
     "is_mutating",
@@ -78,6 +80,7 @@ __all__ = [
     "new_namespace",
     "overrides_set_current_node",
     "plain_py_impl",
+    "preservable_cia",
     "py_impl_owner",
     "pytree",
     "qualified_op_name",
@@ -86,6 +89,7 @@ __all__ = [
     "rename_without_collisions",
     "replay_run_node",
     "replay_state_snapshot",
+    "returns_alias",
     "set_module_call_graph",
     "shared_current_meta",
     "shared_node_source",
@@ -743,6 +747,58 @@ def decomposes_by_itself(op: OpOverload) -> bool:
     CompositeImplicitAutograd kernel, or returns a view (functionalization's business)."""
     has_cia = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
     return bool(has_cia) or any(ret.alias_info is not None for ret in op._schema.returns)
+
+
+@functools.cache
+def functional_variant(op: OpOverload) -> OpOverload | None:
+    """The operator functionalization records for in-place aten `op` (``relu_`` -> ``relu``), or None.
+
+    torchgen pairs an in-place operator with the one of the same name without the trailing ``_``
+    and the same overload; the argument types must match, aliasing aside, and only the first be
+    written.
+    """
+    if not _library_utils.mutates_and_returns_first_arg(op):
+        return None
+    if any(
+        arg.alias_info is not None and arg.alias_info.is_write for arg in op._schema.arguments[1:]
+    ):
+        return None
+    packet_name = op._schema.name.split("::")[-1]
+    if not packet_name.endswith("_") or packet_name.startswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, packet_name[:-1], None)
+    functional = getattr(packet, op._overloadname, None) if packet is not None else None
+    if not isinstance(functional, OpOverload):
+        return None
+    schema = functional._schema
+    if [str(a.type) for a in schema.arguments] != [str(a.type) for a in op._schema.arguments]:
+        return None  # names may differ (dropout_'s self, dropout's input)
+    if len(schema.returns) != 1 or schema.returns[0].alias_info is not None or schema.is_mutable:
+        return None
+    return functional
+
+
+@functools.cache
+def returns_alias(op: OpOverload) -> bool:
+    """True when one of `op`'s results aliases an argument (views, in-place and out= operators)."""
+    return any(ret.alias_info is not None for ret in op._schema.returns)
+
+
+@functools.cache
+def has_cia_kernel(op: OpOverload) -> bool:
+    """True when `op` has a CompositeImplicitAutograd kernel."""
+    return bool(
+        torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    )
+
+
+@functools.cache
+def preservable_cia(op: OpOverload) -> bool:
+    """True when ``run_decompositions`` keeps CompositeImplicitAutograd `op` as it is unless its
+    table decomposes it (``torch._export.utils._is_preservable_cia_op``: functional, not aliasing)."""
+    from torch._export.utils import _is_preservable_cia_op
+
+    return bool(_is_preservable_cia_op(op))
 
 
 # ------------------------------------------------------------- the edge verifier's argument check

@@ -19,11 +19,15 @@ else gets what the whole re-trace would record:
   ``original_aten``, ``seq_nr``, ``eager_input_vals``, ``val``, ``tensor_meta``);
   placeholders their ``tensor_meta`` and AOT input descriptor, weights their users' copied
   fields (torch's ``_collect_param_buffer_metadata``); the output node its provenance;
-- the signature's output names and the module call graph follow renamed nodes.
+- the signature's output names and the module call graph follow renamed nodes;
+- in-place calls (``relu_``, ``hardtanh_`` of ``inplace=True`` modules) the out-of-place operator
+  functionalization records (`retrace_skip` has checked nothing else reads the mutated tensor);
+- a multi-output call's getitems (kept, or from a decomposition such as ``max_pool2d`` ->
+  ``max_pool2d_with_indices``) the names a trace gives (one ``getitem`` per output, the unused
+  dropped), their place right after the call, and the call's metadata.
 
-A multi-output decomposition (a trace names a ``getitem`` for every output and drops the unused
-ones), a node a decomposition leaves unused, lifted constants in a program not traced yet, and
-backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
+Dead nodes are dropped as the trace's dead-code elimination drops them (after taking their
+names). Lifted constants in a program not traced yet, and backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
 layers; their roots, from which ExecuTorch derives debug handles, are the same. Tests compare the
 result with torch's re-trace on fresh exports and decomposed programs; the Arm and XNNPACK
 sameness tests compare lowered programs and ``.pte`` bytes with stock's.
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
@@ -48,6 +53,8 @@ from lowerkit.pass_infra import _upstream
 __all__ = ["decompose_locally", "emulation_blocker", "last_refusal", "record_as_traced", "trace_names"]
 
 _REFUSAL = threading.local()
+#: A name's numbering suffix (``view_12``).
+_NUMBERING = re.compile(r"(_\d+)+$")
 
 
 def last_refusal() -> str | None:
@@ -60,13 +67,17 @@ def _refuse(reason: str) -> ExportedProgram | None:
     _REFUSAL.reason = reason
     return None
 
+
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 #: Inputs whose AOT descriptor a first trace gives, and this module can.
 _TRACED_WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER)
 
 
-def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
-    """The names a whole re-trace of `program` gives `graph`'s nodes (placeholders keep theirs)."""
+def trace_names(program: ExportedProgram, graph: Graph, dropped: AbstractSet[Node] = frozenset()) -> dict[Node, str]:
+    """The names a whole re-trace of `program` gives `graph`'s nodes (placeholders keep theirs).
+
+    `dropped` nodes (its dead-code elimination's) take their names in the trace, and none after.
+    """
     trace_namespace = _upstream.new_namespace()
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]
     for index in range(len(placeholders)):
@@ -74,7 +85,20 @@ def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
     traced: dict[Node, str] = {}
     for node in graph.nodes:
         if node.op == "call_function":
-            traced[node] = trace_namespace.create_name(_upstream.trace_candidate_name(graph, node.target), None)
+            if is_output_getitem(node):
+                continue  # named with the node whose output it takes
+            traced[node] = trace_namespace.create_name(
+                _upstream.trace_candidate_name(graph, node.target), None
+            )
+            if is_multi_output(node):
+                # a trace names a getitem for every output at once, and drops the unused ones
+                getitems = output_getitems(node)
+                for index in range(len(node.meta["val"])):
+                    name = trace_namespace.create_name(
+                        _upstream.trace_candidate_name(graph, operator.getitem), None
+                    )
+                    if index in getitems:
+                        traced[getitems[index]] = name
         elif node.op == "output":
             traced[node] = trace_namespace.create_name("output", None)
     # export's placeholder naming pass: input names first, then call nodes renamed off them.
@@ -87,6 +111,8 @@ def trace_names(program: ExportedProgram, graph: Graph) -> dict[Node, str]:
         _upstream.rename_without_collisions(name_map, find_available, used, spec.arg.name, spec.arg.name, is_placeholder=True)
     names = {node: name_map.get(node.name, node.name) for node in placeholders}
     for node, name in traced.items():
+        if node in dropped:
+            continue
         _upstream.rename_without_collisions(name_map, find_available, used, name, name)
         names[node] = name_map[name]
     return names
@@ -100,36 +126,40 @@ def decompose_locally(
     blocker = emulation_blocker(program)
     if blocker is not None:
         return _refuse(blocker)
+    inside = set(decomposing)
     for node in decomposing:
         for arg in node.all_input_nodes:
-            if not isinstance(arg.meta.get("val"), _upstream.FakeTensor):
+            if not isinstance(arg.meta.get("val"), _upstream.FakeTensor) and arg not in inside:
                 return _refuse(f"{node.name}'s input {arg.name} has no FakeTensor value")
     for node, name in trace_names(program, program.graph).items():
-        if name != node.name:
-            # not named the way a trace names it: re-trace the stock way
+        if _NUMBERING.sub("", name) != _NUMBERING.sub("", node.name):
+            # not named the way a trace names it: re-trace the stock way (numbering aside: a
+            # trace's dead-code elimination leaves gaps)
             return _refuse(f"{node.name} is not named as a trace names it ({name})")
     result = _upstream.copy_exported_program(program)
+    _functionalize(result.graph)
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
     if decomposing:
         small, outside = _small_program(program, decomposing)
         decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
-        getitem = next((n for n in decomposed.graph.nodes if n.target is operator.getitem), None)
-        if getitem is not None:
-            # A trace names a getitem for every output of a multi-output op and drops the unused
-            # ones: names this splice cannot give.
-            return _refuse(f"a multi-output decomposition ({getattr(getitem.args[0], 'target', getitem.args[0])})")
+        if decomposed.graph_signature.user_inputs_to_mutate:
+            return _refuse(f"an in-place op mutates {', '.join(decomposed.graph_signature.user_inputs_to_mutate.values())}")
         by_name = {node.name: node for node in result.graph.nodes}
         spliced, replaced = _splice(
             result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
         )
-    unused = next((n for n in result.graph.nodes if n.op == "call_function" and not n.users), None)
-    if unused is not None:
-        # a decomposition left a node unused: the stock trace decides what stays
-        return _refuse(f"a decomposition left {unused.name} ({unused.target}) unused")
+    _getitems_after_their_producers(result.graph)
+    dropped = _dead_code(result.graph)
+    if isinstance(dropped, str):
+        return _refuse(dropped)
+    names = trace_names(result, result.graph, dropped)
+    for node in reversed(list(result.graph.nodes)):
+        if node in dropped:
+            result.graph.erase_node(node)
     record_as_traced(program, result, spliced)
     old_names = {node: node.name for node in result.graph.nodes}
-    _upstream.rename_nodes(result.graph, trace_names(result, result.graph))
+    _upstream.rename_nodes(result.graph, names)
     result.graph_module.recompile()
     renamed = {old: node.name for node, old in old_names.items()}
     renamed.update({old: node.name for old, node in replaced.items()})
@@ -140,7 +170,8 @@ def decompose_locally(
 
 
 def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[ExportedProgram, list[Node]]:
-    """The decomposing nodes alone, their outside inputs as user inputs, every one an output."""
+    """The decomposing nodes alone, their outside inputs as user inputs, every one an output
+    (a multi-output node through its getitems, which `decomposing` holds too)."""
     graph = Graph()
     env: dict[Node, Node] = {}
     outside: list[Node] = []
@@ -154,10 +185,12 @@ def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[E
                 outside.append(arg)
     for node in decomposing:
         env[node] = graph.node_copy(node, lambda arg: env[arg])
-    graph.output(tuple(env[node] for node in decomposing))
+    _functionalize(graph)
+    outputs = [env[node] for node in decomposing if not is_multi_output(node)]
+    graph.output(tuple(outputs))
     module = GraphModule(torch.nn.Module(), graph)
     inputs = [env[arg] for arg in outside]
-    return _upstream.user_io_program(module, inputs, [env[n] for n in decomposing], program.verifiers), outside
+    return _upstream.user_io_program(module, inputs, outputs, program.verifiers), outside
 
 
 def _splice(
@@ -165,8 +198,9 @@ def _splice(
 ) -> tuple[set[Node], dict[str, Node]]:
     """Put `decomposed`'s nodes in place of `targets`: (the nodes put in, old name -> what replaced it).
 
-    `decomposed`'s placeholders stand for `outside` and its outputs for `targets`, in order. Its
-    nodes go in its own order, each before the first target that needs it.
+    `decomposed`'s placeholders stand for `outside` and its outputs for `targets` (a multi-output
+    target aside: its getitems are targets), in order. Its nodes go in its own order, each before
+    the first target that needs it.
     """
     sources = [node for node in decomposed.graph.nodes if node.op == "placeholder"]
     env: dict[Node, Node] = dict(zip(sources, outside, strict=True))
@@ -174,7 +208,7 @@ def _splice(
     pending = [node for node in decomposed.graph.nodes if node.op == "call_function"]
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
-    for target, result in zip(targets, results, strict=True):
+    for target, result in zip([t for t in targets if not is_multi_output(t)], results, strict=True):
         needed = _ancestors(result)
         with graph.inserting_before(target):
             for node in [n for n in pending if n in needed]:
@@ -190,6 +224,20 @@ def _splice(
     return spliced, replaced
 
 
+def _dead_code(graph: Graph) -> set[Node] | str:
+    """The call nodes a trace's dead-code elimination drops (unused and pure, or used only by
+    those), or why that cannot be told (a dead random op: pure or not by torch's inductor config)."""
+    dropped: set[Node] = set()
+    for node in reversed(graph.nodes):
+        if node.op != "call_function" or not all(user in dropped for user in node.users):
+            continue
+        if not node.is_impure(impure_random=True):
+            dropped.add(node)
+        elif not node.is_impure(impure_random=False):
+            return f"{node.name} ({node.target}) is a dead random op"
+    return dropped
+
+
 def _ancestors(node: Node) -> set[Node]:
     seen: set[Node] = set()
     stack = [node]
@@ -201,6 +249,52 @@ def _ancestors(node: Node) -> set[Node]:
     return seen
 
 
+def is_multi_output(node: Node) -> bool:
+    """Whether `node` is an operator call with several outputs (a tuple or list value)."""
+    return node.op == "call_function" and isinstance(node.meta.get("val"), (tuple, list))
+
+
+def is_output_getitem(node: Node) -> bool:
+    """Whether `node` takes one output of a multi-output operator call (``getitem(op, index)``)."""
+    return (
+        node.op == "call_function"
+        and node.target is operator.getitem
+        and isinstance(node.args[0], Node)
+        and is_multi_output(node.args[0])
+        and isinstance(node.args[1], int)
+    )
+
+
+def output_getitems(node: Node) -> dict[int, Node]:
+    """{output index: the getitem taking it} for multi-output `node`."""
+    return {user.args[1]: user for user in node.users if is_output_getitem(user)}
+
+
+def _functionalize(graph: Graph) -> None:
+    """Give each in-place call in `graph` the operator functionalization records for it (``relu_`` -> ``relu``).
+
+    `retrace_skip.retrace_plan` has checked that nothing reads the mutated tensor afterwards
+    but through the call's own result, so the call's users are all a trace re-points.
+    """
+    for node in graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, _upstream.OpOverload):
+            if _upstream.has_cia_kernel(node.target):
+                continue  # decomposed before functionalization (dropout_): the small program re-traces it
+            functional = _upstream.functional_variant(node.target)
+            if functional is not None:
+                if "from_node" not in node.meta:  # a trace's provenance names the in-place call
+                    node.meta["from_node"] = [_upstream.module_node_source(node)]
+                node.target = functional
+
+
+def _getitems_after_their_producers(graph: Graph) -> None:
+    """Put each multi-output call's getitems right after it, by output index, as a trace records them."""
+    for node in list(graph.nodes):
+        if is_multi_output(node):
+            for _, getitem in sorted(output_getitems(node).items(), reverse=True):
+                node.append(getitem)
+
+
 def emulation_blocker(program: ExportedProgram) -> str | None:
     """Why `record_as_traced` cannot give `program` what a re-trace records, or None."""
     kinds = {spec.kind for spec in program.graph_signature.input_specs}
@@ -208,7 +302,11 @@ def emulation_blocker(program: ExportedProgram) -> str | None:
     if first_trace and not kinds <= {InputKind.USER_INPUT, *_TRACED_WEIGHTS}:
         return "constants, custom objects or tokens in a program not traced yet"
     for node in program.graph.nodes:
-        if not isinstance(node.meta.get("val"), _upstream.FakeTensor) and node.op != "output":
+        value = node.meta.get("val")
+        if is_multi_output(node):
+            if not all(isinstance(item, _upstream.FakeTensor) for item in value):
+                return f"{node.name} has outputs that are not FakeTensors"
+        elif not isinstance(value, _upstream.FakeTensor) and node.op != "output":
             return f"{node.name} has no FakeTensor value"
         if node.meta.get("autograd_backward") or node.meta.get("in_grad_fn"):
             return f"{node.name} is a backward node"
@@ -228,7 +326,13 @@ def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: 
     seq_nr = _upstream.current_seq_nr()
     for node in result.graph.nodes:
         if node.op == "call_function" and node not in spliced:
-            node.meta = _call_meta(node, seq_nr)
+            if is_output_getitem(node):
+                # made with its producer's output, under the producer's metadata and operator
+                producer = node.args[0]
+                assert isinstance(producer, Node)
+                node.meta = _call_meta(node, seq_nr, producer.meta, producer.target)
+            else:
+                node.meta = _call_meta(node, seq_nr, node.meta, node.target)
         elif node.op == "output" and "from_node" not in node.meta:
             node.meta["from_node"] = [_upstream.module_node_source(node)]
     specs = {spec.arg.name: spec for spec in source.graph_signature.input_specs}
@@ -264,23 +368,27 @@ def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: 
         node.meta = meta
 
 
-def _call_meta(node: Node, seq_nr: int) -> dict[str, Any]:
-    old = node.meta
+def _call_meta(node: Node, seq_nr: int, old: dict[str, Any], operator_: Any) -> dict[str, Any]:
+    """What a trace records for `node`, made while replaying a node with metadata `old` that dispatched `operator_`."""
+    value = node.meta["val"]
     meta: dict[str, Any] = {}
     if old.get("stack_trace"):
         meta["stack_trace"] = old["stack_trace"]
     for field in _upstream.COPY_META_FIELDS:
         if field == "original_aten":
-            meta[field] = node.target  # nothing decomposes it: the operator the trace dispatched
+            meta[field] = operator_  # nothing decomposes it: the operator the trace dispatched
         elif field == "from_node":
-            meta[field] = copy.copy(old[field]) if field in old else [_upstream.module_node_source(node)]
+            meta[field] = (
+                copy.copy(old[field]) if field in old else [_upstream.module_node_source(node)]
+            )
         elif field in old:
             meta[field] = copy.copy(old[field])
     meta["seq_nr"] = seq_nr
     if _upstream.needs_eager_input_vals(node.target):
         meta["eager_input_vals"] = _upstream.eager_input_vals(node)
-    meta["val"] = old["val"]
-    meta["tensor_meta"] = _upstream.tensor_metadata(old["val"])
+    meta["val"] = value
+    if isinstance(value, _upstream.FakeTensor):  # a multi-output call's tuple has none
+        meta["tensor_meta"] = _upstream.tensor_metadata(value)
     return meta
 
 

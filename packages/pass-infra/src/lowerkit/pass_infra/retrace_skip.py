@@ -7,11 +7,14 @@ re-traces the whole program through AOTAutograd (~1.5-2 s for a 9-layer quantize
 nodes) to change a few nodes: 19 reshapes become views, then 9 conv2d become convolutions, then
 nothing.
 
-`retrace_plan` says which programs may do without: no mutating op, getitem, nested graph, dead
-node, input or buffer mutation, symbolic shape or effect token, every call an operator. It lists
-the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops,
-views, and nodes whose operator is not the one their last trace recorded (ExecuTorch swaps kept
-ops for ``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
+`retrace_plan` says which programs may do without: no mutating op but in-place ones on an
+intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
+one per output of an operator, nested graph, input or buffer mutation, symbolic
+shape or effect token, every call an operator. It lists
+the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
+it does not keep (it keeps the functional ones the table does not name), views, and nodes
+whose operator is not the one their last trace recorded (ExecuTorch swaps kept ops for
+``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
 `local_decomposition.decompose_locally` re-traces those alone and gives the rest what a trace
 records. Graph code, node names, signature and metadata are the re-trace's, except that
 ``from_node`` provenance chains lack the re-trace's layers (their roots, from which ExecuTorch
@@ -34,7 +37,13 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream, local_decomposition
-from lowerkit.pass_infra.local_decomposition import decompose_locally, emulation_blocker
+from lowerkit.pass_infra.local_decomposition import (
+    decompose_locally,
+    emulation_blocker,
+    is_multi_output,
+    is_output_getitem,
+    output_getitems,
+)
 from lowerkit.pass_infra.patching import Patch, Replacement
 
 __all__ = [
@@ -102,6 +111,8 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
         return "nested graphs", []
     table = set(decomp_table)
     decomposing: list[Node] = []
+    position = {node: index for index, node in enumerate(program.graph.nodes)}
+    decomposed_outputs: set[Node] = set()  # multi-output nodes that decompose
     for node in program.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
@@ -109,16 +120,73 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             return f"{node.op} node {node.name}", []
         target = node.target
         if target is operator.getitem:
-            return f"multi-output node {node.name} (a re-trace rebuilds getitem metadata)", []
+            producer, index = node.args[0], node.args[1]
+            if not (is_output_getitem(node) and isinstance(producer, Node) and isinstance(index, int)):
+                return f"{node.name} is not a getitem of an operator's output", []
+            if output_getitems(producer)[index] is not node:
+                return f"{node.name} is a second getitem of {producer.name}'s output {index}", []
+            if producer in decomposed_outputs:
+                decomposing.append(node)  # the small program's output for that output
+            continue
         if not isinstance(target, _upstream.OpOverload):
             return f"{target} is not an operator", []
         if _upstream.is_mutating(target):
-            return f"{target} mutates", []
-        if not node.users:
-            return f"dead node {node.name}", []
-        if target in table or _upstream.decomposes_by_itself(target) or _retargeted(node):
+            blocker = _in_place_blocker(node, position)
+            if blocker is not None:
+                return blocker, []
+            if _upstream.has_cia_kernel(target):
+                # decomposed before functionalization (dropout_ returns its input in eval): re-traced
+                decomposing.append(node)
+                continue
+            target = _upstream.functional_variant(target)
+        decomposes = target in table or _retargeted(node) or _decomposes_by_itself(target)
+        if decomposes:
             decomposing.append(node)
+            if is_multi_output(node):
+                decomposed_outputs.add(node)
     return None, decomposing
+
+
+def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
+    """Why in-place call `node` cannot be given its functional operator as a trace would, or None.
+
+    Functionalization records the out-of-place operator and re-points every later reader of the
+    mutated tensor at its result. That is the call's own users, only if the mutated tensor is an
+    intermediate (not an input), not a view of another tensor, has no view, and no other reader
+    after the call.
+    """
+    target = node.target
+    assert isinstance(target, _upstream.OpOverload)
+    functional = _upstream.functional_variant(target)
+    if functional is None:
+        return f"{target} mutates"
+    if _upstream.has_cia_kernel(target):
+        # re-traced in the small program, whose own signature says if it mutated (then refused)
+        return None
+    mutated = node.args[0]
+    if not isinstance(mutated, Node) or mutated.op != "call_function":
+        return f"{target} mutates an input ({mutated})"
+    producer = mutated.target
+    if is_output_getitem(mutated):
+        producer = mutated.args[0].target
+    if not isinstance(producer, _upstream.OpOverload):
+        return f"{target} mutates the result of {producer}"
+    if _upstream.returns_alias(producer) and _upstream.functional_variant(producer) is None:
+        return f"{target} mutates a view ({mutated.name})"
+    for user in mutated.users:
+        if user is node:
+            continue
+        if position[user] > position[node]:
+            return f"{target} mutates {mutated.name}, which {user.name} reads afterwards"
+        if isinstance(user.target, _upstream.OpOverload) and _upstream.returns_alias(user.target):
+            return f"{target} mutates {mutated.name}, of which {user.name} is a view"
+    return None
+
+
+def _decomposes_by_itself(op: Any) -> bool:
+    """Whether a trace may record something else for `op` that the table does not decompose: a
+    view, or a CompositeImplicitAutograd op ``run_decompositions`` does not keep."""
+    return _upstream.decomposes_by_itself(op) and not _upstream.preservable_cia(op)
 
 
 def _retargeted(node: Node) -> bool:
