@@ -39,6 +39,7 @@ from lowerkit.arm_passes._upstream import (
     exir_ops,
     pytree,
 )
+from lowerkit.pass_infra.replay_engine import is_vouched, vouch_node
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",
@@ -106,9 +107,17 @@ class _Refresher:
 
     @staticmethod
     def _canonicalize_uses(graph_module: GraphModule) -> None:
-        """Rebuild input and user orders as a fresh trace creates them: graph order."""
+        """Rebuild input and user orders as a fresh trace creates them: graph order.
+
+        Re-assigning a node's args rebuilds the same arguments as new containers, which would
+        withdraw pass-infra's vouch for its metadata (it checks the args by identity); a node
+        vouched for before keeps it, so the closing re-run copies it instead of re-dispatching.
+        """
         for node in graph_module.graph.nodes:
+            vouched = is_vouched(node)
             node.args = node.args
+            if vouched:
+                vouch_node(node)
         # Re-registering in graph order leaves every `users` dict in graph order.
 
     @staticmethod
