@@ -3,7 +3,8 @@
 A ViT-shaped model (patch embedding, multi-head attention with view / permute / matmul /
 softmax, layer norms, GELU MLP, a rank-0 tensor constant as Hugging Face attention code
 makes), small enough for CI. Nearly every node is an op some Arm pass targets, so this
-exercises replays of targeted nodes, not fast-copy; the rank-0 constant is reshaped in place
+exercises replays of targeted nodes, not fast-copy; two blocks give the permute propagation
+and the signature-lookup cache repeated layers to work across; the rank-0 constant is reshaped in place
 by ``UnsqueezeScalarPlaceholdersPass`` before its replay (users' recorded values are stale
 then). Also checks that every ``run_decompositions`` stays local (no whole re-trace).
 """
@@ -43,7 +44,7 @@ class _Block(torch.nn.Module):
 
 
 class TinyViT(torch.nn.Module):
-    """Patch embedding, class token, position embedding, a block, head."""
+    """Patch embedding, class token, position embedding, two blocks, head."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,7 +52,7 @@ class TinyViT(torch.nn.Module):
         tokens = (IMAGE // PATCH) ** 2 + 1
         self.cls = torch.nn.Parameter(torch.randn(1, 1, HIDDEN))
         self.position = torch.nn.Parameter(torch.randn(1, tokens, HIDDEN))
-        self.blocks = torch.nn.Sequential(_Block())
+        self.blocks = torch.nn.Sequential(_Block(), _Block())
         self.norm = torch.nn.LayerNorm(HIDDEN)
         self.head = torch.nn.Linear(HIDDEN, 10)
 
@@ -84,6 +85,7 @@ def _lower(accelerated: bool) -> tuple[bytes, list[bytes], list[Any], list[Any]]
         decomposition_fallbacks,
         delegate_payloads,
     )
+    from lowerkit.pass_infra.replay_engine import SIGNATURE_LOOKUPS
 
     model, inputs, calibration = _model()
     spec = TosaCompileSpec(TosaSpecification.create_from_string("TOSA-1.0+INT"))
@@ -99,6 +101,7 @@ def _lower(accelerated: bool) -> tuple[bytes, list[bytes], list[Any], list[Any]]
     with contextlib.ExitStack() as stack:
         fallbacks = stack.enter_context(decomposition_fallbacks()) if accelerated else []
         reports = stack.enter_context(accelerated_arm_pipeline()) if accelerated else []
+        assert SIGNATURE_LOOKUPS.active() is accelerated
         edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
         flatbuffers = delegate_payloads(edge.exported_program(), "TOSABackend")
         pte = bytes(edge.to_executorch().buffer)

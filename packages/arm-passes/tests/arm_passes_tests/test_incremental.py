@@ -127,3 +127,56 @@ def test_graph_signature_sees_a_changed_graph(permute_net: Any) -> None:
     node = next(n for n in other.graph.nodes if n.op == "call_function")
     node.name = node.name + "_renamed"
     assert graph_signature(gm) != graph_signature(other)
+
+
+def test_refresh_keeps_vouches_of_unchanged_nodes_only(permute_net: Any) -> None:
+    """Re-registering uses (args re-assigned as new containers) keeps pass-infra's vouch for a node
+    that had it, so the closing re-run copies it; a node edited after the vouch gets none."""
+    from lowerkit.arm_passes.incremental import _Refresher
+    from lowerkit.pass_infra.replay_engine import is_vouched, vouch_graph
+
+    model, example, _ = permute_net
+    gm = torch.export.export(model, example).graph_module
+    vouch_graph(gm)
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    edited, stale = calls[-1], calls[-2]
+    edited.args = (*edited.args[:-1], edited.args[-1])  # same content, re-assigned after the vouch
+    stale.meta["val"] = stale.meta["val"].clone()  # a value the vouch did not see
+    kept = [n for n in gm.graph.nodes if is_vouched(n)]
+    lost = [n for n in gm.graph.nodes if not is_vouched(n)]  # the two, and the stale one's users
+    assert edited in lost and stale in lost and len(kept) > len(lost)
+    args_before = {n: n.args for n in kept}
+
+    _Refresher._canonicalize_uses(gm)
+
+    assert all(n.args is not args_before[n] for n in kept if n.args)  # re-assigned: new containers
+    assert all(is_vouched(n) for n in kept)
+    assert not any(is_vouched(n) for n in lost)
+
+
+def test_first_refresh_dispatches_only_what_is_not_vouched(
+    permute_net: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh re-dispatches an edited node; nodes pass-infra vouches for keep their values."""
+    from lowerkit.arm_passes import incremental
+    from lowerkit.pass_infra.replay_engine import vouch_graph
+
+    model, example, _ = permute_net
+    gm = torch.export.export(model, example).graph_module
+    vouch_graph(gm)
+    edited = [n for n in gm.graph.nodes if n.op == "call_function"][-1]
+    edited.args = edited.args  # re-assigned after the vouch: must be recomputed
+    values = {n: n.meta.get("val") for n in gm.graph.nodes}
+    dispatched: list[Any] = []
+    original = incremental._equivalent
+
+    def counting(old: Any, new: Any) -> bool:  # called once after each dispatch
+        dispatched.append(old)
+        return original(old, new)
+
+    monkeypatch.setattr(incremental, "_equivalent", counting)
+    incremental._Refresher(False).refresh(gm)
+
+    assert dispatched == [values[edited]]
+    unchanged = [n for n in gm.graph.nodes if n.op not in ("output",) and n is not edited]
+    assert all(n.meta.get("val") is values[n] for n in unchanged)

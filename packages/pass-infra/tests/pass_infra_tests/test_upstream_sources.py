@@ -56,6 +56,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.fx.passes.infra.pass_manager:PassManager.__call__": ("9521ae3324d8ea64", "pass-infra deferred_recompile.call_with_deferred_recompile"),
     "torch.fx.graph_module:GraphModule.__new__": ("9b3b555879e4a3e7", "pass-infra deferred_recompile (per-instance classes)"),
     "torch.fx._lazy_graph_module:_LazyGraphModule.recompile": ("dfcf59d54b8ce763", "pass-infra deferred_recompile (what a lazy recompile does)"),
+    "torch.export.graph_signature:ExportGraphSignature.inputs_to_parameters.fget": ("9570497adc19a1c4", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),
+    "torch.export.graph_signature:ExportGraphSignature.inputs_to_buffers.fget": ("46d089e80e39192e", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),
+    "torch.export.graph_signature:ExportGraphSignature.inputs_to_lifted_tensor_constants.fget": ("267dde1485fc2c13", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),
 }
 
 

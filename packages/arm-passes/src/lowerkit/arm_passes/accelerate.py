@@ -9,6 +9,7 @@ from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
 from lowerkit.arm_passes.versions import accelerated_ok
 from lowerkit.pass_infra import PipelineReport, accelerated_lowering, lowering_lock
+from lowerkit.pass_infra.replay_engine import cached_signature_lookups
 
 __all__ = ["accelerated_arm_pipeline"]
 
@@ -22,6 +23,9 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     inside ``lowerkit.pass_infra.accelerated_lowering()``; ExecuTorch is restored on exit,
     exceptions included. With `verify`, every pass is also re-run the
     stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
+    The signature's input-name lookups (``inputs_to_buffers`` & co., which the Arm passes
+    and the TOSA serializer read per node) are served from a cache any change of the
+    input specs invalidates (``lowerkit.pass_infra.replay_engine.cached_signature_lookups``).
 
     Only lowerings run by the thread inside the block are accelerated (other threads get stock
     ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several
@@ -36,6 +40,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
         manager = VerifyingFastArmPassManager if verify else FastArmPassManager
         with (
             accelerated_lowering(),
+            cached_signature_lookups(),
             _upstream.patched_arm_pass_manager(manager),
             collect_reports(reports),
         ):

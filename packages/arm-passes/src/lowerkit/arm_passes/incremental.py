@@ -39,6 +39,7 @@ from lowerkit.arm_passes._upstream import (
     exir_ops,
     pytree,
 )
+from lowerkit.pass_infra.replay_engine import is_vouched, vouch_node
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",
@@ -60,7 +61,8 @@ class _Refresher:
     """Brings a mutated graph to the state an ExportPass re-run would leave, without re-running it.
 
     Memoizes per node the input values it last computed from, so only nodes whose inputs or
-    arguments changed are re-dispatched through FakeTensor.
+    arguments changed are re-dispatched through FakeTensor; a node pass-infra vouches for
+    needs no first dispatch (a replay would re-use its value as it is).
     """
 
     def __init__(self, arm_call_operator: bool) -> None:
@@ -106,9 +108,17 @@ class _Refresher:
 
     @staticmethod
     def _canonicalize_uses(graph_module: GraphModule) -> None:
-        """Rebuild input and user orders as a fresh trace creates them: graph order."""
+        """Rebuild input and user orders as a fresh trace creates them: graph order.
+
+        Re-assigning a node's args rebuilds the same arguments as new containers, which would
+        withdraw pass-infra's vouch for its metadata (it checks the args by identity); a node
+        vouched for before keeps it, so the closing re-run copies it instead of re-dispatching.
+        """
         for node in graph_module.graph.nodes:
+            vouched = is_vouched(node)
             node.args = node.args
+            if vouched:
+                vouch_node(node)
         # Re-registering in graph order leaves every `users` dict in graph order.
 
     @staticmethod
@@ -132,6 +142,12 @@ class _Refresher:
         key = self._key(node)
         old = self._seen.get(node)
         if old is not None and self._same(old, key):
+            return
+        if old is None and _reusable(node) and is_vouched(node):
+            # pass-infra vouches that this value is what its op gives on its inputs' current
+            # values (unchanged op, args, kwargs, value and input values since a replay made it
+            # or the pipeline's input held it): a re-run would keep it, so a refresh does too.
+            self._seen[node] = key
             return
         args, kwargs = pytree.tree_map_only(
             Node, lambda n: n.meta.get("val"), (node.args, node.kwargs)
@@ -163,6 +179,19 @@ class _Refresher:
             value,
         )
         self._seen[node] = self._key(node)
+
+
+def _reusable(node: Node) -> bool:
+    """A node whose recorded value a replay may keep: a static fake tensor of a functional op
+    ArmPass dispatches as it is (not one of its no-fake-kernel special cases)."""
+    val = node.meta.get("val")
+    schema = getattr(node.target, "_schema", None)
+    return (
+        type(val) is FakeTensor
+        and all(type(d) is int for d in val.shape)
+        and node.target not in _NO_QUANTIZED_FAKE_KERNEL
+        and not (schema is not None and schema.is_mutable)
+    )
 
 
 def _equivalent(old: Any, new: Any) -> bool:

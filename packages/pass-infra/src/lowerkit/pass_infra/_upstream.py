@@ -93,6 +93,8 @@ __all__ = [
     "set_module_call_graph",
     "shared_current_meta",
     "shared_node_source",
+    "signature_argument_classes",
+    "signature_input_views",
     "stock_capture_snapshots",
     "stock_create_arg",
     "stock_is_builtin",
@@ -141,6 +143,28 @@ stock_set_cache_key: Callable[..., Any] = _fake_tensor._set_cache_key
 stock_set_cache_key_for_shape_env: Callable[..., Any] = _fake_tensor._set_cache_key_for_shape_env
 #: The class of FakeTensor's negative cache entries ("this op cannot be cached").
 bypass_entry_type: type = _fake_tensor._DispatchCacheBypassEntry
+
+
+def signature_input_views() -> dict[str, Callable[[Any], Any]]:
+    """``ExportGraphSignature``'s input-name lookups (property name -> its stock getter).
+
+    Each builds a fresh read-only dict from ``self.input_specs`` alone, on every access:
+    (kind, arg, target) of each spec, the arg's type and name.
+    """
+    from torch.export.graph_signature import ExportGraphSignature
+
+    names = ("inputs_to_parameters", "inputs_to_buffers", "inputs_to_lifted_tensor_constants")
+    return {name: vars(ExportGraphSignature)[name].fget for name in names}
+
+
+def signature_argument_classes() -> tuple[type, ...]:
+    """``InputSpec`` and every argument class an input spec can hold (the mutable state those lookups read)."""
+    from torch.export import graph_signature as gs
+
+    return (
+        gs.InputSpec, gs.TensorArgument, gs.SymIntArgument, gs.SymFloatArgument, gs.SymBoolArgument,
+        gs.ConstantArgument, gs.CustomObjArgument, gs.TokenArgument,
+    )  # fmt: skip
 
 
 def is_operator(value: Any) -> bool:
