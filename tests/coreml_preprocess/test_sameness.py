@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from lowerkit.coreml_preprocess import (
     PIPELINE_METADATA_KEY,
     CoreMLCompileOptions,
     CoreMLPartitioner,
+    _upstream,
     files_of,
     unflatten_payload,
 )
@@ -165,10 +167,32 @@ def without_ids(manifest: bytes) -> Any:
     return sorted(json.dumps(v, sort_keys=True) for v in data["itemInfoEntries"].values())
 
 
+def counting_walk_skips(monkeypatch: pytest.MonkeyPatch) -> Counter[bool]:
+    """Counts ``faster_conversion``'s decisions: True, coremltools' var walk skipped; False, run."""
+    decisions: Counter[bool] = Counter()
+    check = _upstream.nothing_to_propagate
+
+    def counted(block: Any) -> bool:
+        skip = check(block)
+        decisions[skip] += 1
+        return skip
+
+    monkeypatch.setattr(_upstream, "nothing_to_propagate", counted)
+    return decisions
+
+
 @pytest.mark.parametrize("name", list(CASE_BY_NAME))
-def test_same_core_ml_model_as_executorch(name: str, executorch_out: Path) -> None:
+def test_same_core_ml_model_as_executorch(
+    name: str, executorch_out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     case = CASE_BY_NAME[name]
+    decisions = counting_walk_skips(monkeypatch)
     ours = lower_with_lowerkit(case)
+    # The same model as ExecuTorch's through both paths of faster_conversion: the var walk
+    # skipped while the program has no compressed weight, run once weights are compressed.
+    assert decisions[True] > 0
+    compressed = case["options"] is not None and "op_linear_quantizer_config" in case["options"]
+    assert (decisions[False] > 0) == compressed
     theirs = json.loads((executorch_out / f"{name}.json").read_text())
     assert len(ours) == len(theirs) >= 1
     for index, (module, record) in enumerate(zip(ours, theirs, strict=True)):

@@ -14,6 +14,8 @@ from lowerkit.pass_infra.versions import changed_sources, unproven_differences
 UPSTREAM: dict[str, tuple[str, str]] = {
     "coremltools.converters.mil.mil.passes.pass_pipeline:PassPipelineManager.apply_pipeline": ("7bae57bb03db4bf4", "coreml-preprocess _upstream.apply_pipeline_validating_at_ends"),
     "coremltools.converters._converters_entry:convert": ("c21903e828b18b24", "coreml-preprocess _upstream.FASTER_CONVERSION (its gc.collect)"),
+    "coremltools.converters.mil.mil.block:Block._propagate_nonreplaceable_vars": ("cb2a2fc0f0365468", "coreml-preprocess _upstream.nothing_to_propagate (what the walk sets)"),
+    "coremltools.converters.mil.mil.var:Var._set_nonreplaceable_vars_upstream": ("af8982b5133c081f", "coreml-preprocess _upstream.nothing_to_propagate (constexpr_ / shape / union of inputs)"),
     "coremltools.converters.mil.converter:_reset_conversion_state": ("416a01148cd847fa", "coreml-preprocess _upstream.reset_conversion_state"),
     "coremltools.models.neural_network.quantization_utils:_get_kmeans_lookup_table_and_weight": ("195b3f07294c3418", "coreml-preprocess _upstream.single_threaded_kmeans (k-means seeding: random_state=0, n_init=1; kmeans1d for large fp16 weights)"),
     "coremltools.optimize.coreml._config:OptimizationConfig._get_const_op_config": ("78292a693fa0a6ff", "coreml-preprocess compression.apply_weight_compression (settings by const op name)"),

@@ -182,18 +182,71 @@ class _GcDuringConversion:
         return gc.collect(*args)
 
 
-#: ``ct.convert`` minus two costs that change nothing (see `faster_conversion`).
-FASTER_CONVERSION = Patch(
-    "lowerkit.coreml_preprocess.faster_conversion",
-    lambda: [
+def _mil_block_classes() -> tuple[Any, Any]:
+    from coremltools.converters.mil.mil.block import Block, Function
+
+    return Block, Function
+
+
+def nothing_to_propagate(block: Any) -> bool:
+    """Whether coremltools' ``Block._propagate_nonreplaceable_vars`` would leave `block` as it is.
+
+    That walk (run at the exit of every ``with block:``, once or more per MIL pass) resets each op
+    output's ``nonreplaceable_vars_upstream`` and sets it again: ``{var}`` for a ``constexpr_*``
+    op's output, the empty set for ``shape``'s, else the union of the op inputs' sets. In a
+    function (no enclosing block) whose ops are no ``constexpr_*`` op and hold no nested block,
+    whose inputs and op outputs all hold the empty set, every op input is a function input or an
+    earlier op's output (a valid program), so every set it computes is empty again: the walk
+    changes nothing. Anything else (a compressed weight, control flow, a set not empty): False.
+    """
+    _, function_class = _mil_block_classes()
+    if not isinstance(block, function_class):
+        return False
+    for var in block.inputs.values():
+        if getattr(var, "_nonreplaceable_vars_upstream", None) != set():
+            return False
+    for op in block.operations:
+        if op.blocks or type(op).__name__.startswith("constexpr_"):
+            return False
+        outputs = op.outputs
+        if outputs is None:
+            continue
+        for out in outputs:
+            if out._nonreplaceable_vars_upstream:
+                return False
+    return True
+
+
+def _propagate_unless_unchanged(original: Any) -> Any:
+    """``Block._propagate_nonreplaceable_vars`` that returns at once when `nothing_to_propagate`."""
+
+    def propagate_nonreplaceable_vars(self: Any) -> None:
+        if nothing_to_propagate(self):
+            return
+        original(self)
+
+    return propagate_nonreplaceable_vars
+
+
+def _faster_conversion_replacements() -> list[Replacement]:
+    block_class, _ = _mil_block_classes()
+    return [
         Replacement(
             _pass_pipeline_manager(),
             "apply_pipeline",
             staticmethod(apply_pipeline_validating_at_ends),
         ),
         Replacement(_converters_entry(), "gc", _GcDuringConversion(), dispatch=False),
-    ],
-)
+        Replacement(
+            block_class,
+            "_propagate_nonreplaceable_vars",
+            _propagate_unless_unchanged(block_class.__dict__["_propagate_nonreplaceable_vars"]),
+        ),
+    ]
+
+
+#: ``ct.convert`` minus three costs that change nothing (see `faster_conversion`).
+FASTER_CONVERSION = Patch("lowerkit.coreml_preprocess.faster_conversion", _faster_conversion_replacements)
 
 
 def faster_conversion() -> Any:
@@ -205,6 +258,11 @@ def faster_conversion() -> Any:
     * ``ct.convert`` ends with a full ``gc.collect()``; in a process holding torch's and
       ExecuTorch's object graphs that alone takes up to a second. Python's collector still runs
       on its own thresholds.
+    * At the exit of every ``with block:`` (each MIL pass opens one or more), coremltools
+      recomputes every var's set of upstream ``constexpr_*`` vars over the whole program; when
+      that would give back the same (empty) sets (`nothing_to_propagate`: no compressed weight,
+      as in fp16 / fp32 / int8-static conversions until weights are compressed), the walk is
+      skipped.
     Other threads convert the stock way meanwhile; scopes nest (reference-counted).
     """
     return FASTER_CONVERSION.scope()

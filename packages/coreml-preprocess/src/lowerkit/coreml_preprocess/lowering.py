@@ -171,18 +171,18 @@ def _lower(
     else:
         program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float)
     partitioner = CoreMLPartitioner(compile_specs=options, lower_full_graph=options.enumerated_shapes is not None)
-    with (
-        step("lower to Core ML"), capturing_models() as mlmodels, collecting_decisions() as decisions, generic_stages()
-    ):
-        edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
-    if options.weight_compression is not None:
-        unmatched = unmatched_rules(options.weight_compression, decisions)
-        if unmatched:
-            raise CoreMLOptionsError(
-                f"rule '{unmatched[0]}' selects no weight of the model; fix its match/regex/op_type or remove it."
-            )
-    with step("serialize"), generic_stages():
-        pte = bytes(edge.to_executorch().buffer)
+    # One scope over both generic stages (as the drop-in is used): installed and removed once.
+    with generic_stages():
+        with step("lower to Core ML"), capturing_models() as mlmodels, collecting_decisions() as decisions:
+            edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
+        if options.weight_compression is not None:
+            unmatched = unmatched_rules(options.weight_compression, decisions)
+            if unmatched:
+                raise CoreMLOptionsError(
+                    f"rule '{unmatched[0]}' selects no weight of the model; fix its match/regex/op_type or remove it."
+                )
+        with step("serialize"):
+            pte = bytes(edge.to_executorch().buffer)
     lowered = edge.exported_program()
     payloads = graph_ops.delegate_payloads(lowered, BACKEND_ID)
     if (recipe.weight_config is not None or options.weight_compression is not None) and not any(
