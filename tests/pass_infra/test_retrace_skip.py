@@ -153,11 +153,28 @@ class _MutatesAView(torch.nn.Module):
         return flat, torch.relu_(y)
 
 
+class _Casts(torch.nn.Module):
+    """Hugging Face attention's casts: ``softmax(..., dtype=float32).to(query.dtype)``,
+    ``.to(dtype)`` and ``type_as``. Export puts an ``_assert_tensor_metadata`` (no value, no
+    users, ``dtype=`` as a keyword) before each ``.to``; a trace keeps it, named after the operator,
+    with its arguments as the dispatcher gives them and no ``val``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x).to(torch.float32)
+        weights = torch.softmax(y, dim=-1, dtype=torch.float32).to(x.dtype)
+        return (weights.type_as(x) * y).reshape(1, -1)
+
+
 _SMALL: dict[str, type[torch.nn.Module]] = {
     "in_place": _InPlace,
     "max_pool": _MaxPool,
     "chunks": _Chunks,
     "mutates_a_view": _MutatesAView,
+    "casts": _Casts,
 }
 
 
@@ -190,6 +207,24 @@ def test_in_place_and_multi_output_decompositions_stay_local_and_give_what_the_r
         _upstream.is_mutating(t) for t in targets if isinstance(t, torch._ops.OpOverload)
     )
     assert operator.getitem in targets
+
+
+def test_calls_that_return_nothing_stay_local_and_give_what_the_retrace_gives() -> None:
+    """``_assert_tensor_metadata`` (export's, for ``.to(dtype)``) has no value: the three
+    run_decompositions of a lowering stay local and equal torch's re-trace (name, arguments,
+    metadata without ``val``), the op kept each time."""
+    program = _exported("casts")
+    assert_metadata = torch.ops.aten._assert_tensor_metadata.default
+    assert any(n.target is assert_metadata and n.meta["val"] is None for n in program.graph.nodes)
+    tables: list[dict[Any, Any]] = [{}, _default_decomposition_table(), _default_decomposition_table()]
+    for table in tables:
+        with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
+            fast = program.run_decompositions(table)
+        assert fallbacks == []
+        stock = _upstream.STOCK_RUN_DECOMPOSITIONS(program, table)
+        _assert_same(stock, fast)
+        assert any(n.target is assert_metadata for n in stock.graph.nodes)
+        program = stock
 
 
 def test_mutating_a_viewed_tensor_takes_the_stock_retrace() -> None:

@@ -61,6 +61,7 @@ __all__ = [
     "current_seq_nr",
     "decomposes_by_itself",
     "direct_copy_possible",
+    "dispatched_arguments",
     "eager_input_vals",
     "extract_symbolic_snapshot",
     "fake_cache",
@@ -90,6 +91,7 @@ __all__ = [
     "replay_run_node",
     "replay_state_snapshot",
     "returns_alias",
+    "returns_nothing",
     "set_module_call_graph",
     "shared_current_meta",
     "shared_node_source",
@@ -765,6 +767,23 @@ def module_node_source(node: Node) -> NodeSource:
     return NodeSource(node, "ExportedProgram.module()", NodeSourceAction.CREATE)
 
 
+def dispatched_arguments(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, kwargs) of a call of `op` as the dispatcher hands them to a Python mode, and so as
+    proxy_tensor's tracer records them (positional up to the last one not defaulted, keyword-only
+    ones not defaulted as kwargs). The call is captured, not run."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    captured: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class _Capture(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            captured.append((tuple(args), dict(kwargs or {})))
+
+    with _Capture():
+        op(*args, **kwargs)
+    return captured[0]
+
+
 @functools.cache
 def decomposes_by_itself(op: OpOverload) -> bool:
     """True when a trace may record something else for `op` whatever the table: it has a
@@ -806,6 +825,12 @@ def functional_variant(op: OpOverload) -> OpOverload | None:
 def returns_alias(op: OpOverload) -> bool:
     """True when one of `op`'s results aliases an argument (views, in-place and out= operators)."""
     return any(ret.alias_info is not None for ret in op._schema.returns)
+
+
+@functools.cache
+def returns_nothing(op: OpOverload) -> bool:
+    """True when `op`'s schema returns nothing (``-> ()``: ``_assert_tensor_metadata``)."""
+    return not op._schema.returns
 
 
 @functools.cache

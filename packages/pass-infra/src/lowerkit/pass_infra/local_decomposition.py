@@ -132,12 +132,15 @@ def decompose_locally(
             if not isinstance(arg.meta.get("val"), _upstream.FakeTensor) and arg not in inside:
                 return _refuse(f"{node.name}'s input {arg.name} has no FakeTensor value")
     for node, name in trace_names(program, program.graph).items():
+        if returns_nothing(node):
+            continue  # export names a call it inserts by torch function (``_assert_tensor_metadata_default``)
         if _NUMBERING.sub("", name) != _NUMBERING.sub("", node.name):
             # not named the way a trace names it: re-trace the stock way (numbering aside: a
             # trace's dead-code elimination leaves gaps)
             return _refuse(f"{node.name} is not named as a trace names it ({name})")
     result = _upstream.copy_exported_program(program)
     _functionalize(result.graph)
+    _dispatch_arguments(result.graph)
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
     if decomposing:
@@ -287,6 +290,33 @@ def _functionalize(graph: Graph) -> None:
                 node.target = functional
 
 
+def returns_nothing(node: Node) -> bool:
+    """Whether `node` calls an operator that returns nothing (``_assert_tensor_metadata``, which
+    export inserts for ``.to(dtype)``): no value, no users; a trace keeps it (side-effectful)."""
+    return (
+        node.op == "call_function"
+        and isinstance(node.target, _upstream.OpOverload)
+        and _upstream.returns_nothing(node.target)
+        and node.meta.get("val") is None
+        and not node.users
+    )
+
+
+def _dispatch_arguments(graph: Graph) -> None:
+    """Give each call that returns nothing the arguments a trace records for it: as the dispatcher
+    hands them on (export records ``_assert_tensor_metadata``'s as written at the torch function
+    level: ``dtype=`` as a keyword; a trace positionally, after ``size`` and ``stride`` as None)."""
+    for node in graph.nodes:
+        if returns_nothing(node):
+            inputs = {id(arg.meta["val"]): arg for arg in node.all_input_nodes}
+            args, kwargs = _upstream.dispatched_arguments(
+                node.target, *torch.fx.node.map_arg((node.args, node.kwargs), lambda arg: arg.meta["val"])
+            )
+            node.args, node.kwargs = torch.fx.node.map_aggregate(
+                (args, kwargs), lambda value, inputs=inputs: inputs.get(id(value), value)
+            )
+
+
 def _getitems_after_their_producers(graph: Graph) -> None:
     """Put each multi-output call's getitems right after it, by output index, as a trace records them."""
     for node in list(graph.nodes):
@@ -306,7 +336,7 @@ def emulation_blocker(program: ExportedProgram) -> str | None:
         if is_multi_output(node):
             if not all(isinstance(item, _upstream.FakeTensor) for item in value):
                 return f"{node.name} has outputs that are not FakeTensors"
-        elif not isinstance(value, _upstream.FakeTensor) and node.op != "output":
+        elif not isinstance(value, _upstream.FakeTensor) and node.op != "output" and not returns_nothing(node):
             return f"{node.name} has no FakeTensor value"
         if node.meta.get("autograd_backward") or node.meta.get("in_grad_fn"):
             return f"{node.name} is a backward node"
@@ -370,7 +400,7 @@ def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: 
 
 def _call_meta(node: Node, seq_nr: int, old: dict[str, Any], operator_: Any) -> dict[str, Any]:
     """What a trace records for `node`, made while replaying a node with metadata `old` that dispatched `operator_`."""
-    value = node.meta["val"]
+    value = node.meta.get("val")  # a call that returns nothing has none
     meta: dict[str, Any] = {}
     if old.get("stack_trace"):
         meta["stack_trace"] = old["stack_trace"]
@@ -386,6 +416,8 @@ def _call_meta(node: Node, seq_nr: int, old: dict[str, Any], operator_: Any) -> 
     meta["seq_nr"] = seq_nr
     if _upstream.needs_eager_input_vals(node.target):
         meta["eager_input_vals"] = _upstream.eager_input_vals(node)
+    if value is None and returns_nothing(node):
+        return meta  # a trace records no value for a call that returns nothing
     meta["val"] = value
     if isinstance(value, _upstream.FakeTensor):  # a multi-output call's tuple has none
         meta["tensor_meta"] = _upstream.tensor_metadata(value)
