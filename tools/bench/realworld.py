@@ -185,8 +185,19 @@ def print_case(result: dict[str, Any]) -> None:
         print(f"  !!! passes only on {result['passed_only_on']}", flush=True)
 
 
+def lowerkit_commit() -> str | None:
+    """The lowerkit checkout's commit (``+dirty`` with uncommitted changes), None outside git."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def machine() -> dict[str, Any]:
-    """Where and when: host, CPUs, load averages, library versions."""
+    """Where and when: host, CPUs, load averages, library versions, lowerkit's commit."""
     import importlib.metadata as metadata
 
     versions: dict[str, str | None] = {}
@@ -198,7 +209,7 @@ def machine() -> dict[str, Any]:
     return {
         "host": platform.node(), "cpus": os.cpu_count(), "loadavg_at_start": list(os.getloadavg()),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "python": platform.python_version(),
-        "niceness": os.nice(0), "versions": versions,
+        "niceness": os.nice(0), "versions": versions, "lowerkit_commit": lowerkit_commit(),
     }  # fmt: skip
 
 

@@ -61,6 +61,8 @@ def table(reports: list[dict[str, Any]]) -> str:
         load = ", ".join(f"{v:.1f}" for v in m["loadavg_at_start"])
         end = ", ".join(f"{v:.1f}" for v in m.get("loadavg_at_end", []))
         versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
+        if m.get("lowerkit_commit"):
+            versions += f", lowerkit {m['lowerkit_commit']}"
         lines.append(
             f"Run {m['started']} on {m['cpus']} CPUs (nice {m['niceness']}), load average at start {load}"
             f"{f', at end {end}' if end else ''}: `python -m bench.realworld {' '.join(report['argv'])}`; {versions}."
