@@ -9,7 +9,8 @@ different bytes — so the sides are compared under one seed, as a user's one pr
 imports and builds the model before the clock starts; the clock covers export → quantize →
 ``to_edge_transform_and_lower`` → ``to_executorch``. Sides alternate (stock, dropin, api, then the
 reverse), ``--repeat`` rounds; medians. Recorded per run: pass / fail (the error's first line),
-seconds per stage, peak RSS (``getrusage``), the 1-minute load average at its start; per case the
+seconds per stage, peak RSS (``getrusage``), the 1-minute load average at its start, on lowerkit's
+sides every ``run_decompositions`` that took torch's whole-program re-trace and why; per case the
 ``.pte`` sha256 (Arm: must be identical on every side) or the canonical Core ML payload digest
 (ExecuTorch writes a random identifier into each payload). A case that passes on one side only,
 or whose bytes differ, is printed loudly, flagged in the JSON and makes the exit code 1.
@@ -26,6 +27,7 @@ the JSON is rewritten after every case, so an interrupted run keeps what it meas
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +76,21 @@ def _preimport(side: str, target: str) -> None:
             import lowerkit.arm_passes  # noqa: F401
 
 
+@contextlib.contextmanager
+def _fallbacks_recorded(side: str, record: dict[str, Any]) -> Iterator[None]:
+    """On lowerkit's sides, record why any ``run_decompositions`` took the whole re-trace."""
+    if side == "stock":
+        yield
+        return
+    from lowerkit.pass_infra import decomposition_fallbacks
+
+    with decomposition_fallbacks() as fallbacks:
+        yield
+    record["decomposition_fallbacks"] = [f"{f.reason} ({f.nodes} nodes)" for f in fallbacks]
+
+
 def worker(side: str, model_name: str, target: str, out: Path) -> None:
     """Lower one case one side's way in this (fresh) process; write its record to `out` as JSON."""
-    import contextlib
     import io
     import logging
 
@@ -92,7 +107,7 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
         model = load(model_name)
         record["build_s"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()):  # Vela and coremltools print progress
+        with contextlib.redirect_stdout(io.StringIO()), _fallbacks_recorded(side, record):  # Vela and coremltools print progress
             lowered = lower(side, model.module, model.example_inputs, target, model.calibration)
         record["seconds"] = time.perf_counter() - mark
         record.update(
@@ -149,6 +164,7 @@ def summarize(model_name: str, target: str, runs: list[dict[str, Any]], sides: l
             "payload_digests": sorted({json.dumps(r["payload_digests"]) for r in ok}),
             "delegates": ok[0]["delegates"] if ok else None,
             "pte_bytes": ok[0]["pte_bytes"] if ok else None,
+            "decomposition_fallbacks": sorted({f for r in ok for f in r.get("decomposition_fallbacks", [])}),
         }
     passed = [s for s in sides if per_side[s]["ok"]]
     coreml = target in COREML_TARGETS
@@ -183,6 +199,9 @@ def print_case(result: dict[str, Any]) -> None:
         print(f"  same {result['compared']} on every side", flush=True)
     if result["passed_only_on"]:
         print(f"  !!! passes only on {result['passed_only_on']}", flush=True)
+    for side, s in result["sides"].items():
+        for fallback in s.get("decomposition_fallbacks", []):
+            print(f"  {side}: run_decompositions re-traced the whole program: {fallback}", flush=True)
 
 
 def lowerkit_commit() -> str | None:

@@ -94,6 +94,12 @@ def table(reports: list[dict[str, Any]]) -> str:
             if ratios:
                 lines.append(f"Geomean {SIDE_LABELS[side]} / stock, {'Core ML' if family == 'coreml' else 'Arm'}: "
                              f"{_geomean(ratios):.2f}x over {len(ratios)} cases (min {min(ratios):.2f}x).")  # fmt: skip
+    fallbacks = [(c, s, f) for c in cases for s, v in c["sides"].items() for f in v.get("decomposition_fallbacks", [])]
+    if fallbacks:
+        lines += ["", "`run_decompositions` that took torch's whole-program re-trace on lowerkit's side, and why:", ""]
+        lines += [f"- `{c['model']}` {c['target']}, {SIDE_LABELS[s]}: {f}" for c, s, f in fallbacks]
+    elif any("decomposition_fallbacks" in v for c in cases for v in c["sides"].values()):
+        lines += ["", "Every `run_decompositions` on lowerkit's sides stayed local (no whole-program re-trace)."]
     failures = [(c, s, v["error"]) for c in cases for s, v in c["sides"].items() if v.get("error")]
     if failures:
         lines += ["", "Failures (the error's first line):", ""]

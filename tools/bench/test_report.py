@@ -1,0 +1,31 @@
+"""bench.report's table from bench.realworld records (no lowering here: records made by hand)."""
+
+from bench.report import table
+
+
+def _report(fallbacks):
+    side = {"ok": True, "error": None, "median_s": 2.0, "peak_rss_mb": 100.0}
+    lowerkit = {**side, "median_s": 1.0}
+    if fallbacks is not None:
+        lowerkit["decomposition_fallbacks"] = fallbacks
+    case = {
+        "model": "tv:resnet18", "target": "TOSA-1.0+INT", "sides": {"stock": side, "dropin": lowerkit},
+        "compared": ".pte sha256", "same": True, "ratios": {"dropin": 2.0}, "passed_only_on": [],
+    }  # fmt: skip
+    machine = {
+        "cpus": 2, "loadavg_at_start": [1.0, 1.0, 1.0], "started": "2026-12-02 08:00:00 UTC", "niceness": 0,
+        "versions": {"torch": "2.13.0"}, "lowerkit_commit": "abc123",
+    }  # fmt: skip
+    return {"machine": machine, "argv": ["--models", "tv:resnet18"], "cases": [case]}
+
+
+def test_the_table_names_each_fallback_and_why():
+    text = table([_report(["nested graphs (189 nodes)"])])
+    assert "| `tv:resnet18` | TOSA-1.0+INT | 2.0 | 1.0 | 2.00x | same .pte |" in text
+    assert "- `tv:resnet18` TOSA-1.0+INT, drop-in: nested graphs (189 nodes)" in text
+    assert "lowerkit abc123" in text
+
+
+def test_the_table_says_when_every_decomposition_stayed_local():
+    assert "stayed local" in table([_report([])])
+    assert "stayed local" not in table([_report(None)])  # records from before the field existed
