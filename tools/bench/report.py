@@ -98,8 +98,10 @@ def table(reports: list[dict[str, Any]]) -> str:
     if fallbacks:
         lines += ["", "`run_decompositions` that took torch's whole-program re-trace on lowerkit's side, and why:", ""]
         lines += [f"- `{c['model']}` {c['target']}, {SIDE_LABELS[s]}: {f}" for c, s, f in fallbacks]
-    elif any("decomposition_fallbacks" in v for c in cases for v in c["sides"].values()):
-        lines += ["", "Every `run_decompositions` on lowerkit's sides stayed local (no whole-program re-trace)."]
+    recorded = [c for c in cases if any("decomposition_fallbacks" in v for v in c["sides"].values())]
+    if recorded and not fallbacks:
+        lines += ["", f"Every `run_decompositions` on lowerkit's sides stayed local (no whole-program re-trace) in the "
+                      f"{len(recorded)} of {len(cases)} cases whose runs record it."]  # fmt: skip
     failures = [(c, s, v["error"]) for c in cases for s, v in c["sides"].items() if v.get("error")]
     if failures:
         lines += ["", "Failures (the error's first line):", ""]
