@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from lowerkit.cli.interrupts import redeliver_swallowed_interrupts
 from lowerkit.cli.quiet import quiet_libraries
 
 #: Python's string-hash seed every command line runs with. Stock ExecuTorch's Arm lowering iterates
@@ -37,6 +38,7 @@ def run(argv: list[str] | None = None) -> None:
     """
     if argv is None:
         pin_hash_seed()
+        redeliver_swallowed_interrupts()
     quiet_libraries()
     if argv is None:
         from lowerkit.cli.daemon import forward_if_running

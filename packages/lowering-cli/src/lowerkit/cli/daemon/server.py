@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lowerkit.cli.daemon import fingerprint, wire
+from lowerkit.cli.interrupts import redeliver_swallowed_interrupts
 from lowerkit.cli.quiet import quiet_libraries
 from lowerkit.cli.targets import BACKENDS
 
@@ -148,6 +149,7 @@ def run_child(connection: socket.socket, request: dict[str, Any], fds: list[int]
     """In the forked child: become the client's command, run it, report its exit status."""
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
         signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+    redeliver_swallowed_interrupts()  # the client's Ctrl-C must stop the command, wherever it lands
     os.setpgid(0, 0)  # the client forwards Ctrl-C to this process group
     _adopt_streams(fds, request.get("encodings") or ["utf-8"] * 3)
     os.chdir(request["cwd"])
