@@ -65,6 +65,20 @@ def _decomposed(name: str, times: int = 1) -> torch.export.ExportedProgram:
     return program
 
 
+def _lowering_decompositions(program: torch.export.ExportedProgram) -> list[torch.export.ExportedProgram]:
+    """A lowering's three run_decompositions (``{}``, then ExecuTorch's table twice), each chained on
+    torch's result: each must stay local and equal torch's re-trace. Torch's results, in order."""
+    results = []
+    for table in [{}, _default_decomposition_table(), _default_decomposition_table()]:
+        with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
+            fast = program.run_decompositions(table)
+        assert fallbacks == []
+        program = _upstream.STOCK_RUN_DECOMPOSITIONS(program, table)
+        _assert_same(program, fast)
+        results.append(program)
+    return results
+
+
 def _assert_same(stock: torch.export.ExportedProgram, fast: torch.export.ExportedProgram) -> None:
     assert fast.graph_module.code == stock.graph_module.code
     assert [n.name for n in fast.graph.nodes] == [n.name for n in stock.graph.nodes]
@@ -194,14 +208,7 @@ def test_in_place_and_multi_output_decompositions_stay_local_and_give_what_the_r
     assert torch.ops.aten.conv2d.default not in {n.target for n in decomposing}
     if name == "in_place":
         assert any(not n.users for n in program.graph.nodes if n.op == "call_function")
-    tables: list[dict[Any, Any]] = [{}, _default_decomposition_table(), _default_decomposition_table()]
-    for table in tables:
-        with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
-            fast = program.run_decompositions(table)
-        assert fallbacks == []
-        stock = _upstream.STOCK_RUN_DECOMPOSITIONS(program, table)
-        _assert_same(stock, fast)
-        program = stock
+    program = _lowering_decompositions(program)[-1]
     targets = {n.target for n in program.graph.nodes}
     assert not any(
         _upstream.is_mutating(t) for t in targets if isinstance(t, torch._ops.OpOverload)
@@ -216,15 +223,8 @@ def test_calls_that_return_nothing_stay_local_and_give_what_the_retrace_gives() 
     program = _exported("casts")
     assert_metadata = torch.ops.aten._assert_tensor_metadata.default
     assert any(n.target is assert_metadata and n.meta["val"] is None for n in program.graph.nodes)
-    tables: list[dict[Any, Any]] = [{}, _default_decomposition_table(), _default_decomposition_table()]
-    for table in tables:
-        with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
-            fast = program.run_decompositions(table)
-        assert fallbacks == []
-        stock = _upstream.STOCK_RUN_DECOMPOSITIONS(program, table)
-        _assert_same(stock, fast)
+    for stock in _lowering_decompositions(program):
         assert any(n.target is assert_metadata for n in stock.graph.nodes)
-        program = stock
 
 
 def test_mutating_a_viewed_tensor_takes_the_stock_retrace() -> None:
