@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import operator
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -87,13 +88,12 @@ def pass_name(pass_: Any) -> str:
 
 
 def _fingerprint(graph_module: GraphModule) -> list[Any]:
-    out: list[Any] = []
-    for gm in graph_modules(graph_module):
-        for n in gm.graph.nodes:
-            out.append(
-                (n.op, n.name, n.target, map_arg(n.args, _node_name), map_arg(n.kwargs, _node_name))
-            )
-    return out
+    """Each node's op, name, target and arguments (nodes by name): equal before and after an unchanged pass."""
+    return [
+        (n.op, n.name, n.target, map_arg(n.args, _node_name), map_arg(n.kwargs, _node_name))
+        for gm in graph_modules(graph_module)
+        for n in gm.graph.nodes
+    ]
 
 
 def _differs(a: list[Any], b: list[Any]) -> bool:
@@ -103,8 +103,7 @@ def _differs(a: list[Any], b: list[Any]) -> bool:
         return True
 
 
-def _node_name(n: Any) -> str:
-    return str(n.name)
+_node_name = operator.attrgetter("name")
 
 
 def _result_graph(result: Any, graph_module: GraphModule) -> GraphModule:

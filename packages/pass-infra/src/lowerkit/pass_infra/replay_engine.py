@@ -284,11 +284,14 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
     if type(new) is ProxyValue:
         return False
     if isinstance(old, (list, tuple)):
-        return (
-            isinstance(new, (list, tuple))
-            and len(new) == len(old)
-            and all(_same_inputs(a, b, equal_metadata) for a, b in zip(new, old, strict=True))
-        )
+        if not isinstance(new, (list, tuple)) or len(new) != len(old):
+            return False
+        old_types = list(map(type, old))
+        if _PLAIN_ARG_TYPES.issuperset(old_types):
+            # Plain values only (a rescale's per-channel scales can be hundreds long): the
+            # element checks below (same type, ==), made in C.
+            return all(map(operator.is_, map(type, new), old_types)) and all(map(operator.eq, new, old))
+        return all(_same_inputs(a, b, equal_metadata) for a, b in zip(new, old, strict=True))
     if isinstance(old, dict):
         return (
             isinstance(new, dict)

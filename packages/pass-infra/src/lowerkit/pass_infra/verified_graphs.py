@@ -75,9 +75,24 @@ def _arg_key(arg: Any) -> Any:
     return _value_key(arg)
 
 
+#: Target -> `_target_key`: an edge operator's str() formats its whole schema, for every node
+#: of every check; kept while a scope is open (see `VERIFIED_GRAPHS`).
+_target_keys: dict[Any, Any] = {}
+
+
 def _target_key(target: Any) -> Any:
     if isinstance(target, str):
         return target
+    try:
+        return _target_keys[target]
+    except KeyError:
+        key = _target_keys[target] = _describe_target(target)
+        return key
+    except TypeError:  # an unhashable target
+        return _describe_target(target)
+
+
+def _describe_target(target: Any) -> Any:
     return (type(target).__module__, type(target).__qualname__, getattr(target, "__module__", None), str(target))
 
 
@@ -126,4 +141,4 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()``; forgets every graph when its last scope closes.
-VERIFIED_GRAPHS = Patch("lowerkit.pass_infra.verified_graphs", _replacements, on_uninstall=[_passed.clear])
+VERIFIED_GRAPHS = Patch("lowerkit.pass_infra.verified_graphs", _replacements, on_uninstall=[_passed.clear, _target_keys.clear])
