@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from house.imports import cycles, modules, private_imports
+from house.imports import cycles, facade_imports, modules, private_imports
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -53,3 +53,18 @@ def test_a_private_name_from_another_module_is_reported(tmp_path: Path) -> None:
     }))  # fmt: skip
     [hit] = private_imports(found)
     assert hit.endswith("lowerkit.demo.b imports lowerkit.demo.a._helper")
+
+
+def test_no_module_imports_a_name_from_a_package_facade() -> None:
+    assert facade_imports() == []
+
+
+def test_a_name_from_a_package_facade_is_reported_and_a_submodule_is_not(tmp_path: Path) -> None:
+    found = modules(_tree(tmp_path, {
+        "lowerkit/demo/__init__.py": "from lowerkit.demo.core import run\n",
+        "lowerkit/demo/core.py": "def run():\n    pass\n",
+        "lowerkit/demo/user.py": "from lowerkit.demo import core, run\n",
+    }))  # fmt: skip
+    assert [hit.split(": ", 1)[1] for hit in facade_imports(found)] == [
+        "lowerkit.demo.user imports lowerkit.demo.run from the package facade"
+    ]

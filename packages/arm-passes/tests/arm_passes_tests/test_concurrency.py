@@ -13,7 +13,7 @@ from executorch.backends.arm.tosa.backend import TOSABackend
 
 from lowerkit.arm_passes import PROVEN_ON, lower_to_arm
 from lowerkit.pass_infra._upstream import replay_state_snapshot
-from lowerkit.pass_infra.versions import unproven_differences
+from lowerkit.pass_infra.accelerations.versions import unproven_differences
 
 
 def test_proven_on_the_installed_versions() -> None:

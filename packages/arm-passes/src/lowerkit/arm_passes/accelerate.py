@@ -8,8 +8,10 @@ from collections.abc import Iterator
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
 from lowerkit.arm_passes.versions import accelerated_ok
-from lowerkit.pass_infra import PipelineReport, accelerated_lowering, lowering_lock
-from lowerkit.pass_infra.replay_engine import cached_signature_lookups
+from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.replay_engine import cached_signature_lookups
+from lowerkit.pass_infra.framework.pipeline import PipelineReport
 
 __all__ = ["accelerated_arm_pipeline"]
 
@@ -25,7 +27,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
     The signature's input-name lookups (``inputs_to_buffers`` & co., which the Arm passes
     and the TOSA serializer read per node) are served from a cache any change of the
-    input specs invalidates (``lowerkit.pass_infra.replay_engine.cached_signature_lookups``).
+    input specs invalidates (``lowerkit.pass_infra.accelerations.replay_engine.cached_signature_lookups``).
 
     Only lowerings run by the thread inside the block are accelerated (other threads get stock
     ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several

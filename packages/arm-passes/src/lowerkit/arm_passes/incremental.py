@@ -39,7 +39,7 @@ from lowerkit.arm_passes._upstream import (
     exir_ops,
     pytree,
 )
-from lowerkit.pass_infra.replay_engine import is_vouched, vouch_node
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_node
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",

@@ -31,7 +31,7 @@ from typing import Any
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError, CoreMLOptionsError
 from lowerkit.coreml_preprocess.layer_paths import WeightReader, WeightUse, weight_uses
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
     "METHODS",

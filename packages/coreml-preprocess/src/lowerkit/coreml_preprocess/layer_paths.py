@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowerkit.coreml_preprocess import _upstream
-from lowerkit.pass_infra.graph_ops import op_name
+from lowerkit.pass_infra.helpers.graph_ops import op_name
 
 __all__ = ["WeightReader", "WeightUse", "weight_uses"]
 

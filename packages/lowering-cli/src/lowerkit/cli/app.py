@@ -22,7 +22,7 @@ from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
 from lowerkit.cli.sources.flags import source_options
 from lowerkit.cli.sources.options import SourceOptions
-from lowerkit.pass_infra.files import write_bytes_atomically
+from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
 if TYPE_CHECKING:

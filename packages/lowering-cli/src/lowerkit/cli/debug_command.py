@@ -79,7 +79,7 @@ def debug_command(
     from lowerkit.cli import keep_float as kept
     from lowerkit.cli import model_source
     from lowerkit.cli.progress import Steps
-    from lowerkit.pass_infra.files import write_bytes_atomically
+    from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
     built = SourceOptions(weights, task, random_weights, sequence_length, image_size)
     source = model_source.load(model, built)

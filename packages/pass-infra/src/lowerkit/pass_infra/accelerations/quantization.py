@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.collector import SETTLED_HEAP
-from lowerkit.pass_infra.deferred_recompile import DEFERRED_RECOMPILE
-from lowerkit.pass_infra.fake_cache import faketensor_cache
-from lowerkit.pass_infra.histogram_search import non_linear_param_search
-from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
-from lowerkit.pass_infra.replay import cheaper_replay
-from lowerkit.pass_infra.versions import proven
+from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
+from lowerkit.pass_infra.accelerations.histogram_search import non_linear_param_search
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement, lowering_lock
+from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
+from lowerkit.pass_infra.accelerations.versions import proven
 
 __all__ = ["QUANTIZATION_PROVEN_ON", "accelerated_quantization"]
 
@@ -29,7 +29,7 @@ def _replacements() -> list[Replacement]:
 
 
 #: HistogramObserver's min / max search on Python floats (`histogram_search`).
-HISTOGRAM_SEARCH = Patch("lowerkit.pass_infra.histogram_search", _replacements)
+HISTOGRAM_SEARCH = Patch("lowerkit.pass_infra.accelerations.histogram_search", _replacements)
 
 
 @contextmanager

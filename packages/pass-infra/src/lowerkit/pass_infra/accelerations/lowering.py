@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lowerkit.pass_infra.collector import SETTLED_HEAP
-from lowerkit.pass_infra.decompositions import CIA_SCAN
-from lowerkit.pass_infra.fake_cache import faketensor_cache
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.pattern_skip import PATTERN_SKIP
-from lowerkit.pass_infra.provenance import SHARED_PROVENANCE
-from lowerkit.pass_infra.replay import cheaper_replay
-from lowerkit.pass_infra.retrace_skip import RETRACE_SKIP
-from lowerkit.pass_infra.verified_graphs import VERIFIED_GRAPHS
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
+from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
+from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
+from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
+from lowerkit.pass_infra.accelerations.retrace_skip import RETRACE_SKIP
+from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
+from lowerkit.pass_infra.accelerations.shared_provenance import SHARED_PROVENANCE
+from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 
 __all__ = ["accelerated_lowering"]
 

@@ -7,9 +7,9 @@ from contextlib import contextmanager
 
 from torch.fx import GraphModule
 
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.replay_engine import CHEAP_REPLAY, ReplayOptions, vouch_graph
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.replay_engine import CHEAP_REPLAY, ReplayOptions, vouch_graph
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 
 
 @contextmanager

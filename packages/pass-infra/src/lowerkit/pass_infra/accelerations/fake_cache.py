@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.replay_engine import FAKE_CACHE
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 from lowerkit.pass_infra.errors import PassInfraError
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.replay_engine import FAKE_CACHE
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
 
 #: The op namespaces ExecuTorch lowering dispatches through FakeTensor, which stock
 #: FakeTensor never caches (it caches aten/prim/prims only).
