@@ -127,7 +127,7 @@ def facade_imports(found: dict[str, Module] | None = None) -> list[str]:
     """``file:line: module imports name`` for each name imported from a package's ``__init__``."""
     found = found if found is not None else modules()
     packages = {name for name, module in found.items() if module.path.name == "__init__.py"}
-    hits = []
+    hits: list[str] = []
     for name, module in found.items():
         if module.path.name == "__init__.py":
             continue

@@ -51,7 +51,7 @@ def public_names(module: Module) -> list[tuple[str, int]]:
 def undocumented(found: dict[str, Module] | None = None) -> list[str]:
     """``file:line: problem`` for each top-level package whose public names break the rule."""
     found = found if found is not None else modules()
-    hits = []
+    hits: list[str] = []
     for name, module in sorted(found.items()):
         if module.path.name != "__init__.py" or name.count(".") != 1:
             continue

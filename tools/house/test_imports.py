@@ -22,8 +22,9 @@ def test_the_packages_have_no_import_cycle() -> None:
     assert cycles(found) == []
 
 
-def test_no_module_imports_another_modules_private_name() -> None:
+def test_no_module_imports_another_modules_private_name_or_a_name_from_a_package_facade() -> None:
     assert private_imports() == []
+    assert facade_imports() == []
 
 
 def test_a_lazy_import_through_the_package_facade_is_a_cycle(tmp_path: Path) -> None:
@@ -33,6 +34,8 @@ def test_a_lazy_import_through_the_package_facade_is_a_cycle(tmp_path: Path) -> 
         "lowerkit/demo/helper.py": "X = 1\n",
     }))  # fmt: skip
     assert cycles(found) == [["lowerkit.demo", "lowerkit.demo.core"]]
+    [hit] = facade_imports(found)  # `helper` is a submodule: imported by name, fine
+    assert hit.endswith("lowerkit.demo.core imports lowerkit.demo.run from the package facade")
 
 
 def test_importing_a_submodule_by_name_is_no_cycle(tmp_path: Path) -> None:
@@ -43,7 +46,7 @@ def test_importing_a_submodule_by_name_is_no_cycle(tmp_path: Path) -> None:
         "lowerkit/demo/_upstream.py": "Y = 2\n",
     }))  # fmt: skip
     assert cycles(found) == []
-    assert private_imports(found) == []
+    assert private_imports(found) == facade_imports(found) == []
 
 
 def test_a_private_name_from_another_module_is_reported(tmp_path: Path) -> None:
@@ -54,17 +57,3 @@ def test_a_private_name_from_another_module_is_reported(tmp_path: Path) -> None:
     [hit] = private_imports(found)
     assert hit.endswith("lowerkit.demo.b imports lowerkit.demo.a._helper")
 
-
-def test_no_module_imports_a_name_from_a_package_facade() -> None:
-    assert facade_imports() == []
-
-
-def test_a_name_from_a_package_facade_is_reported_and_a_submodule_is_not(tmp_path: Path) -> None:
-    found = modules(_tree(tmp_path, {
-        "lowerkit/demo/__init__.py": "from lowerkit.demo.core import run\n",
-        "lowerkit/demo/core.py": "def run():\n    pass\n",
-        "lowerkit/demo/user.py": "from lowerkit.demo import core, run\n",
-    }))  # fmt: skip
-    assert [hit.split(": ", 1)[1] for hit in facade_imports(found)] == [
-        "lowerkit.demo.user imports lowerkit.demo.run from the package facade"
-    ]

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
-from lowerkit.arm_passes.versions import accelerated_ok
+from lowerkit.arm_passes.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
-from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.accelerations.replay_engine import cached_signature_lookups
+from lowerkit.pass_infra.accelerations.versions import proven_scope
 from lowerkit.pass_infra.framework.pipeline import PipelineReport
 
 __all__ = ["accelerated_arm_pipeline"]
@@ -35,18 +35,17 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     pipeline runs (no reports), with an ``UnprovenVersionWarning``.
     """
     reports: list[PipelineReport] = []
-    with lowering_lock():
-        if not accelerated_ok("accelerated_arm_pipeline"):
-            yield reports
-            return
-        manager = VerifyingFastArmPassManager if verify else FastArmPassManager
-        with (
-            accelerated_lowering(),
-            cached_signature_lookups(),
-            _upstream.patched_arm_pass_manager(manager),
-            collect_reports(reports),
-        ):
-            yield reports
+    manager = VerifyingFastArmPassManager if verify else FastArmPassManager
+    with proven_scope(
+        "lowerkit-arm-passes",
+        PROVEN_ON,
+        "accelerated_arm_pipeline",
+        accelerated_lowering(),
+        cached_signature_lookups(),
+        _upstream.patched_arm_pass_manager(manager),
+        collect_reports(reports),
+    ):
+        yield reports
 
 
 class VerifyingFastArmPassManager(FastArmPassManager):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -273,10 +274,7 @@ class WeightDecision:
     @property
     def weight_size(self) -> int:
         """Number of elements of the weight."""
-        count = 1
-        for dim in self.shape:
-            count *= dim
-        return count
+        return math.prod(self.shape)
 
 
 @dataclass

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.accelerations.replay_engine import FAKE_CACHE
-from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven_scope
 from lowerkit.pass_infra.errors import PassInfraError
 
 #: The op namespaces ExecuTorch lowering dispatches through FakeTensor, which stock
@@ -44,9 +43,5 @@ def faketensor_cache(namespaces: Iterable[str] = EXECUTORCH_NAMESPACES) -> Itera
         raise PassInfraError(
             f"namespaces {sorted(builtin)} are cached by FakeTensor already; leave them out"
         )
-    with lowering_lock():
-        if not proven("lowerkit-pass-infra", PROVEN_ON, "faketensor_cache"):
-            yield
-            return
-        with FAKE_CACHE.scope(wanted):
-            yield
+    with proven_scope("lowerkit-pass-infra", PROVEN_ON, "faketensor_cache", FAKE_CACHE.scope(wanted)):
+        yield
