@@ -10,6 +10,8 @@ from torch.fx import GraphModule
 from lowerkit.pass_infra.accelerations.replay_engine import CHEAP_REPLAY, ReplayOptions, vouch_graph
 from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven_scope
 
+__all__ = ["cheaper_replay", "vouch_for"]
+
 
 @contextmanager
 def cheaper_replay(*, reuse_values: bool = True, lazy_recompile: bool = True) -> Iterator[None]:

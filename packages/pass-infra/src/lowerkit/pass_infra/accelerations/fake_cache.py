@@ -9,6 +9,8 @@ from lowerkit.pass_infra.accelerations.replay_engine import FAKE_CACHE
 from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven_scope
 from lowerkit.pass_infra.errors import PassInfraError
 
+__all__ = ["EXECUTORCH_NAMESPACES", "faketensor_cache"]
+
 #: The op namespaces ExecuTorch lowering dispatches through FakeTensor, which stock
 #: FakeTensor never caches (it caches aten/prim/prims only).
 EXECUTORCH_NAMESPACES: frozenset[str] = frozenset(

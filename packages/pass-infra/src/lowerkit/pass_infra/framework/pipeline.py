@@ -23,6 +23,8 @@ from lowerkit.pass_infra.framework.compare import first_difference
 from lowerkit.pass_infra.framework.op_matching import count_nodes, graph_modules
 from lowerkit.pass_infra.framework.targeted_pass import reference_copy
 
+__all__ = ["PassPipeline", "PassRecord", "PipelineReport", "pass_name"]
+
 PassLike = Callable[[GraphModule], Any]
 
 

@@ -40,6 +40,16 @@ from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 from lowerkit.pass_infra.errors import PassInfraError
 from lowerkit.pass_infra.framework.op_matching import declared_keys, graph_has_target, is_targeted
 
+__all__ = [
+    "FastCopyInterpreterMixin",
+    "TargetedPass",
+    "as_targeted",
+    "fast_copy_enabled",
+    "fast_copy_node",
+    "reference_copy",
+    "should_run",
+]
+
 _REFERENCE_ATTR = "_lowerkit_reference"
 _FALLBACK = object()
 _MISSING = object()
