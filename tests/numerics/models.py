@@ -25,8 +25,8 @@ import torch
 CULPRIT = "block1"
 
 
-class DropFirstChannel(torch.nn.Module):
-    """x[:, 1:]."""
+class DropFirst(torch.nn.Module):
+    """x[:, 1:]: every channel (NCHW) or token (NTC) but the first."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x[:, 1:]
@@ -37,7 +37,7 @@ class Outlier(torch.nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.block1 = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), DropFirstChannel())
+        self.block1 = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), DropFirst())
         self.block2 = torch.nn.Sequential(torch.nn.Conv2d(7, 8, 3, padding=1), torch.nn.ReLU())
         self.block3 = torch.nn.Sequential(torch.nn.Conv2d(8, 4, 3, stride=2, padding=1), torch.nn.ReLU())
         self.fc = torch.nn.Linear(4 * 8 * 8, 4)
@@ -95,24 +95,24 @@ class StemPickHead(torch.nn.Module):
         return self.head(self.pick(self.stem(x)))
 
 
-def offset() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """`StemPickHead` whose stem channel 3 sits at ~40 with a spread of ~0.1 (a large bias)."""
+def _stem_channel_3(weight_scale: float, bias: float) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`StemPickHead` whose stem channel 3 has its weights scaled by `weight_scale` and bias `bias`."""
     torch.manual_seed(0)
     model = StemPickHead().eval()
     with torch.no_grad():
-        model.stem.weight[3] *= 0.05
-        model.stem.bias[3] = 40.0
+        model.stem.weight[3] *= weight_scale
+        model.stem.bias[3] = bias
     return model, _inputs(1)
+
+
+def offset() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`StemPickHead` whose stem channel 3 sits at ~40 with a spread of ~0.1 (a large bias)."""
+    return _stem_channel_3(0.05, 40.0)
 
 
 def wide() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """`StemPickHead` whose stem channel 3 has 40x larger weights (spans about +-20 around zero)."""
-    torch.manual_seed(0)
-    model = StemPickHead().eval()
-    with torch.no_grad():
-        model.stem.weight[3] *= 40.0
-        model.stem.bias[3] = 0.0
-    return model, _inputs(1)
+    return _stem_channel_3(40.0, 0.0)
 
 
 TOKENS, FEATURES = 32, 16
@@ -132,20 +132,13 @@ class Spiky(torch.nn.Module):
         return self.linear(x) + self.spike
 
 
-class DropFirstToken(torch.nn.Module):
-    """x[:, 1:]: every token but the first."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x[:, 1:]
-
-
 class HeavyTailed(torch.nn.Module):
     """`proj` (Spiky), `drop` (its first token), linear `head`."""
 
     def __init__(self) -> None:
         super().__init__()
         self.proj = Spiky()
-        self.drop = DropFirstToken()
+        self.drop = DropFirst()
         self.head = torch.nn.Linear(FEATURES, FEATURES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from lowerkit.arm_passes.numerics.debug import TOSA_VS_QUANTIZED, debug_arm
-from lowerkit.pass_infra.layers.report import DebugReport
+from lowerkit.pass_infra.numerics.report import DebugReport
 from numerics.models import CULPRIT, calibration, outlier
 
 

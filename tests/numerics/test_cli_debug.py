@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from arm_targets.conftest import run_cli
 from lowerkit.cli import run
 from lowerkit.cli.model_source import load
 from lowerkit.cli.options import LowerOptions
@@ -19,15 +20,6 @@ from lowerkit.cli.targets import get
 from numerics.models import CULPRIT, calibration
 
 MODEL = "numerics.models:outlier"
-
-
-def _invoke(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        run(list(args))
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 1), captured.out, captured.err
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +61,15 @@ def test_html_report_is_self_contained_with_the_chart_and_every_layer(debugged: 
 
 
 def test_unknown_keep_float_name_is_one_line_with_the_closest_names(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _invoke(capsys, "lower", MODEL, "-t", "coreml-int8", "-o", "/tmp/never.pte", "--keep-float", "blok1")
+    code, out, err = run_cli(capsys, "lower", MODEL, "-t", "coreml-int8", "-o", "/tmp/never.pte", "--keep-float", "blok1")
     assert code == 2 and not out
     assert err.count("\n") == 1 and "no module 'blok1'" in err and "'block1'" in err, err
-    code, _, err = _invoke(capsys, "lower", MODEL, "-t", "coreml", "-o", "/tmp/never.pte", "--keep-float", "block1")
+    code, _, err = run_cli(capsys, "lower", MODEL, "-t", "coreml", "-o", "/tmp/never.pte", "--keep-float", "block1")
     assert code == 2 and "--keep-float applies to quantizing targets" in err
 
 
 def test_a_model_with_no_quantizable_layer_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _invoke(capsys, "debug", "numerics.models:nothing_to_quantize", "-t", "coreml-int8", "-q", "--scan", "0")
+    code, _, err = run_cli(capsys, "debug", "numerics.models:nothing_to_quantize", "-t", "coreml-int8", "-q", "--scan", "0")
     # coremltools' progress bar may precede it here (the in-process run cannot silence it as the
     # console entry point does); the error itself is one line.
     errors = [line for line in err.splitlines() if line.startswith("lowerkit:")]
@@ -100,7 +92,7 @@ def test_keep_float_changes_nothing_unless_a_layer_is_named(calibration_file: Pa
 
 
 def test_scan_zero_tries_no_layer(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _invoke(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--scan", "0", "--json")
+    code, out, _ = run_cli(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--scan", "0", "--json")
     assert code == 0 and json.loads(out)["sensitivity"] == []
 
 
@@ -122,5 +114,5 @@ def test_bisect_flag_forces_the_pass_bisection_on_arm(calibration_file: Path, tm
 
 
 def test_bisect_flag_is_refused_off_arm(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _invoke(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--bisect")
+    code, out, err = run_cli(capsys, "debug", MODEL, "-t", "coreml-int8", "-q", "--bisect")
     assert code == 2 and not out and "--bisect bisects the Arm pass pipeline" in err

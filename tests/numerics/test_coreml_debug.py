@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lowerkit.coreml_preprocess.numerics import COREML_NOT_EXECUTED, debug_coreml
-from lowerkit.pass_infra.layers.report import DebugReport
+from lowerkit.pass_infra.numerics.report import DebugReport
 from numerics.models import CULPRIT, calibration, outlier
 
 

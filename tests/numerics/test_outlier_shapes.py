@@ -17,7 +17,7 @@ import torch
 from lowerkit.arm_passes.numerics.debug import debug_arm, keep_float_gain
 from lowerkit.cli import run
 from lowerkit.coreml_preprocess.numerics import debug_coreml
-from lowerkit.pass_infra.layers.report import DebugReport
+from lowerkit.pass_infra.numerics.report import DebugReport
 from numerics import models
 
 Factory = Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]

@@ -5,33 +5,11 @@ from __future__ import annotations
 import copy
 import re
 from typing import Any
-from unittest import mock
 
 import torch
 from torch.fx import GraphModule
-from torch.fx.passes.infra.pass_base import PassResult
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
-
-
-def arm_tfa_passes(graph_module: GraphModule) -> list[Any]:
-    """The passes ExecuTorch's Arm transform_for_annotation_pipeline builds, not run."""
-    from executorch.backends.arm._passes import arm_pass_manager
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-
-    captured: list[Any] = []
-
-    class Capture:
-        def __init__(self, passes: list[Any]) -> None:
-            captured.extend(passes)
-
-        def __call__(self, gm: GraphModule) -> PassResult:
-            return PassResult(gm, False)
-
-    manager = arm_pass_manager.ArmPassManager(TosaCompileSpec("TOSA-1.0+INT"))
-    with mock.patch.object(arm_pass_manager, "GraphModulePassManager", Capture):
-        manager.transform_for_annotation_pipeline(graph_module)
-    return captured
 
 
 def _strip_graph_ids(source: Any) -> Any:

@@ -15,8 +15,12 @@ from executorch.exir.program._program import _default_decomposition_table
 
 from lowerkit import zoo
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.local_decomposition import decompose_locally, last_refusal, trace_names
-from lowerkit.pass_infra.retrace_skip import (
+from lowerkit.pass_infra.accelerations.local_decomposition import (
+    decompose_locally,
+    last_refusal,
+    trace_names,
+)
+from lowerkit.pass_infra.accelerations.retrace_skip import (
     RETRACE_SKIP,
     decomposition_fallbacks,
     needs_retrace,
@@ -336,7 +340,8 @@ def test_arm_lowering_takes_the_skip_and_gives_stocks_program(monkeypatch: pytes
 
     from lowerkit.arm_passes.devices import compile_spec_for, partitioner_for
     from lowerkit.arm_passes.lowering import fake_quantize
-    from lowerkit.pass_infra import accelerated_lowering, retrace_skip
+    from lowerkit.pass_infra import accelerated_lowering
+    from lowerkit.pass_infra.accelerations import retrace_skip
 
     model = zoo.get("resnet8")
     inputs = model.example_inputs()

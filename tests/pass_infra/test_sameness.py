@@ -33,6 +33,7 @@ from executorch.exir.passes.remove_mixed_type_operators import RemoveMixedTypeOp
 from executorch.exir.passes.scalar_to_tensor_pass import ScalarToTensorPass
 from torch.fx.passes.infra.pass_manager import PassManager
 
+from bench.pass_infra import arm_tfa_passes
 from lowerkit import zoo
 from lowerkit.pass_infra import (
     PassPipeline,
@@ -41,7 +42,7 @@ from lowerkit.pass_infra import (
     discover_targeted_ops,
     first_difference,
 )
-from pass_infra.conftest import arm_tfa_passes, copies, meta_mismatches
+from pass_infra.conftest import copies, meta_mismatches
 
 EDGE_PASSES = (
     RemoveMixedTypeOperators,

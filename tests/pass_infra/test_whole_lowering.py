@@ -22,7 +22,7 @@ from executorch.exir.lowered_backend_module import LoweredBackendModule
 
 from lowerkit import zoo
 from lowerkit.pass_infra import _upstream, accelerated_lowering
-from lowerkit.pass_infra.pattern_skip import cannot_match, pattern_passes
+from lowerkit.pass_infra.accelerations.pattern_skip import cannot_match, pattern_passes
 from pass_infra.conftest import meta_mismatches
 
 ZOO_CNNS = ("conv_linear", "cnn9_layernorm", "resnet8", "mobilenet_v1_025", "ds_cnn")

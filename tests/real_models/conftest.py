@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -11,10 +10,6 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def hf_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """``LOWERKIT_BENCH_HF`` (see ``bench.corpus.hf_root``) at a fresh folder, for this process and its children."""
-    previous = os.environ.get("LOWERKIT_BENCH_HF")
-    os.environ["LOWERKIT_BENCH_HF"] = str(tmp_path_factory.mktemp("hf"))
-    yield
-    if previous is None:
-        del os.environ["LOWERKIT_BENCH_HF"]
-    else:
-        os.environ["LOWERKIT_BENCH_HF"] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOWERKIT_BENCH_HF", str(tmp_path_factory.mktemp("hf")))
+        yield

@@ -142,7 +142,8 @@ def bench_replay(gm: Any, repeat: int) -> Comparison:
 
 
 def arm_tfa_passes(graph_module: Any) -> list[Any]:
-    """The passes ArmPassManager.transform_for_annotation_pipeline would run, not run."""
+    """The passes ArmPassManager.transform_for_annotation_pipeline would run, not run (also
+    the sameness tests' Arm pipeline, tests/pass_infra/test_sameness.py)."""
     from unittest import mock
 
     from executorch.backends.arm._passes import arm_pass_manager

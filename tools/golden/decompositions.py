@@ -97,7 +97,8 @@ def differences(stock: Any, local: Any) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from lowerkit.pass_infra import Patch, Replacement, _upstream, retrace_skip
+    from lowerkit.pass_infra import Patch, Replacement, _upstream
+    from lowerkit.pass_infra.accelerations import retrace_skip
 
     local = retrace_skip.decompose_locally
 

@@ -6,6 +6,9 @@
 * No module imports another module's private (``_name``) name; the packages' ``_upstream.py``
   modules, which hold third-party private names, are the exception as a whole (they are imported
   by name, ``from lowerkit.x import _upstream``).
+* No module imports a name from a package facade (an ``__init__``), its own package's or
+  another's: it imports the name from the module that defines it (``from package import module``
+  is fine). The facades are for users; inside lowerkit they would only make cycles.
 
 ``python -m house.imports`` (from ``tools/``) prints both; the tests in this folder hold them.
 """
@@ -18,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Module", "cycles", "modules", "private_imports"]
+__all__ = ["Module", "cycles", "facade_imports", "modules", "private_imports"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,22 +115,47 @@ def private_imports(found: dict[str, Module] | None = None) -> list[str]:
                 continue
             for imported_name in names:
                 if imported_name.startswith("_") and imported_name != "_upstream" and not imported_name.startswith("__"):
-                    where = module.path.relative_to(REPO) if module.path.is_relative_to(REPO) else module.path
-                    hits.append(f"{where}:{line}: {name} imports {imported}.{imported_name}")
+                    hits.append(f"{_where(module)}:{line}: {name} imports {imported}.{imported_name}")
+    return hits
+
+
+def _where(module: Module) -> Path:
+    return module.path.relative_to(REPO) if module.path.is_relative_to(REPO) else module.path
+
+
+def facade_imports(found: dict[str, Module] | None = None) -> list[str]:
+    """``file:line: module imports name`` for each name imported from a package's ``__init__``."""
+    found = found if found is not None else modules()
+    packages = {name for name, module in found.items() if module.path.name == "__init__.py"}
+    hits: list[str] = []
+    for name, module in found.items():
+        if module.path.name == "__init__.py":
+            continue
+        for line, imported, names in _imports(module):
+            if imported in packages:
+                hits.extend(
+                    f"{_where(module)}:{line}: {name} imports {imported}.{n} from the package facade"
+                    for n in names
+                    if f"{imported}.{n}" not in found
+                )
     return hits
 
 
 def main() -> int:
-    """Print the cycles and the private imports; exit 1 when there is any."""
+    """Print the cycles, the private imports and the facade imports; exit 1 when there is any."""
     found = modules()
     components = cycles(found)
     hits = private_imports(found)
-    print(f"{len(found)} modules; {sum(map(len, components))} in {len(components)} import cycles; {len(hits)} private imports")
+    facade = facade_imports(found)
+    print(
+        f"{len(found)} modules; {sum(map(len, components))} in {len(components)} import cycles; "
+        f"{len(hits)} private imports; {len(facade)} facade imports"
+    )
     for component in components:
         print("cycle:", " <-> ".join(component))
-    for hit in hits:
+    for hit in hits + facade:
         print(hit)
-    return 1 if components or hits else 0
+    return 1 if components or hits or facade else 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from house.imports import cycles, modules, private_imports
+from house.imports import cycles, facade_imports, modules, private_imports
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -22,8 +22,9 @@ def test_the_packages_have_no_import_cycle() -> None:
     assert cycles(found) == []
 
 
-def test_no_module_imports_another_modules_private_name() -> None:
+def test_no_module_imports_another_modules_private_name_or_a_name_from_a_package_facade() -> None:
     assert private_imports() == []
+    assert facade_imports() == []
 
 
 def test_a_lazy_import_through_the_package_facade_is_a_cycle(tmp_path: Path) -> None:
@@ -33,6 +34,8 @@ def test_a_lazy_import_through_the_package_facade_is_a_cycle(tmp_path: Path) -> 
         "lowerkit/demo/helper.py": "X = 1\n",
     }))  # fmt: skip
     assert cycles(found) == [["lowerkit.demo", "lowerkit.demo.core"]]
+    [hit] = facade_imports(found)  # `helper` is a submodule: imported by name, fine
+    assert hit.endswith("lowerkit.demo.core imports lowerkit.demo.run from the package facade")
 
 
 def test_importing_a_submodule_by_name_is_no_cycle(tmp_path: Path) -> None:
@@ -43,7 +46,7 @@ def test_importing_a_submodule_by_name_is_no_cycle(tmp_path: Path) -> None:
         "lowerkit/demo/_upstream.py": "Y = 2\n",
     }))  # fmt: skip
     assert cycles(found) == []
-    assert private_imports(found) == []
+    assert private_imports(found) == facade_imports(found) == []
 
 
 def test_a_private_name_from_another_module_is_reported(tmp_path: Path) -> None:
@@ -53,3 +56,4 @@ def test_a_private_name_from_another_module_is_reported(tmp_path: Path) -> None:
     }))  # fmt: skip
     [hit] = private_imports(found)
     assert hit.endswith("lowerkit.demo.b imports lowerkit.demo.a._helper")
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from executorch.backends.arm import _passes
@@ -13,7 +13,7 @@ from executorch.backends.arm.tosa.backend import TOSABackend
 
 from lowerkit.arm_passes import PROVEN_ON, lower_to_arm
 from lowerkit.pass_infra._upstream import replay_state_snapshot
-from lowerkit.pass_infra.versions import unproven_differences
+from lowerkit.pass_infra.accelerations.versions import unproven_differences
 
 
 def test_proven_on_the_installed_versions() -> None:
@@ -25,21 +25,13 @@ def test_threads_lower_to_the_sequential_bytes(permute_net: Any) -> None:
     manager, preprocess = _passes.ArmPassManager, TOSABackend.__dict__["_preprocess"]
     replay = replay_state_snapshot()
     expected = lower_to_arm(model, example, "TOSA-1.0+FP")
-    results: list[Any] = [None] * 3
 
-    def work(i: int) -> None:
-        try:
-            results[i] = lower_to_arm(model, example, "TOSA-1.0+FP", stock=(i == 2))
-        except BaseException as error:  # pragma: no cover - reported below
-            results[i] = error
+    def work(i: int) -> Any:
+        return lower_to_arm(model, example, "TOSA-1.0+FP", stock=(i == 2))
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(results))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=3) as pool:  # a thread's error is raised here
+        results = list(pool.map(work, range(3)))
     for result in results:
-        assert not isinstance(result, BaseException), result
         assert result.pte == expected.pte and result.tosa_flatbuffers == expected.tosa_flatbuffers
     assert _passes.ArmPassManager is manager
     assert TOSABackend.__dict__["_preprocess"] is preprocess

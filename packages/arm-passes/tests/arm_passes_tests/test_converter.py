@@ -75,3 +75,29 @@ def test_vgf_specs_are_aot_arm_compilers_and_ignore_vela_settings_with_a_warning
     with pytest.warns(UserWarning, match="vgf-fp ignores them"):
         ignored = compile_spec_for("vgf-fp", system_config="Ethos_U55_High_End_Embedded")
     assert ignored == compile_spec_for("vgf-fp")
+
+
+def test_the_converter_lookup_and_the_package_import_no_torch() -> None:
+    """The lowering cache's key finds the converter with `find_model_converter` on a cache hit,
+    which imports neither torch nor ExecuTorch (the package facade loads its names on first use)."""
+    import subprocess
+    import sys
+
+    code = "import sys, lowerkit.arm_passes.converter as c; c.find_model_converter(); print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = done.stdout.split("'")
+    assert "lowerkit.arm_passes.converter" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("torch", "executorch")]
+
+
+def test_find_model_converter_says_where_the_converter_comes_from(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine"
+    monkeypatch.setenv(ENV, str(mine))
+    assert converter.find_model_converter() == ("user", mine)
+    monkeypatch.delenv(ENV)
+    assert converter.find_model_converter() == ("packaged", packaged_model_converter())
+    monkeypatch.setattr(converter, "packaged_model_converter", lambda: None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert converter.find_model_converter() == ("none", None)

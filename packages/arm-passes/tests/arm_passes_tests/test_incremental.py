@@ -133,7 +133,7 @@ def test_refresh_keeps_vouches_of_unchanged_nodes_only(permute_net: Any) -> None
     """Re-registering uses (args re-assigned as new containers) keeps pass-infra's vouch for a node
     that had it, so the closing re-run copies it; a node edited after the vouch gets none."""
     from lowerkit.arm_passes.incremental import _Refresher
-    from lowerkit.pass_infra.replay_engine import is_vouched, vouch_graph
+    from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_graph
 
     model, example, _ = permute_net
     gm = torch.export.export(model, example).graph_module
@@ -159,7 +159,7 @@ def test_first_refresh_dispatches_only_what_is_not_vouched(
 ) -> None:
     """A refresh re-dispatches an edited node; nodes pass-infra vouches for keep their values."""
     from lowerkit.arm_passes import incremental
-    from lowerkit.pass_infra.replay_engine import vouch_graph
+    from lowerkit.pass_infra.accelerations.replay_engine import vouch_graph
 
     model, example, _ = permute_net
     gm = torch.export.export(model, example).graph_module

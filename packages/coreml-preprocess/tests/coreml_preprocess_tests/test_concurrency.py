@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -41,20 +41,13 @@ def test_threads_preprocess_to_the_sequential_bytes() -> None:
     specs = CoreMLCompileOptions().to_compile_specs()
     programs = [_edge() for _ in range(4)]
     expected = CoreMLBackend.preprocess(programs[0], specs).processed_bytes
-    results: list[Any] = [None] * 3
 
-    def work(i: int) -> None:
-        try:
-            results[i] = CoreMLBackend.preprocess(programs[i + 1], specs).processed_bytes
-        except BaseException as error:  # pragma: no cover - reported below
-            results[i] = error
+    def work(program: Any) -> bytes:
+        return CoreMLBackend.preprocess(program, specs).processed_bytes
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(results))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert results == [expected] * len(results)
+    with ThreadPoolExecutor(max_workers=3) as pool:  # a thread's error is raised here
+        results = list(pool.map(work, programs[1:]))
+    assert results == [expected] * 3
     assert PassPipelineManager.__dict__["apply_pipeline"] is apply_pipeline
     assert _converters_entry.gc is collector
     assert sys.meta_path == meta_path and is_registered() == registered

@@ -30,20 +30,18 @@ def test_importing_executorchs_backend_during_a_lowering_step_fails():
     assert [c for c in BackendDetails.__subclasses__() if c.__name__ == "CoreMLBackend"] == [CoreMLBackend]
 
 
-def test_executorchs_backend_imported_after_ours_is_refused_at_use():
-    code = (
-        "import lowerkit.coreml_preprocess as ours\n"
-        "import executorch.backends.apple.coreml.compiler\n"
-        "try:\n"
-        "    ours.CoreMLPartitioner()\n"
-        "except ours.CoreMLBackendConflictError as error:\n"
-        "    print(type(error).__name__, error)\n"
-    )
+def _error_printed(first: str, then: str, error: str) -> str:
+    """Run `first`, then `then`, in a fresh interpreter: what it prints of the `error` `then` raises."""
+    code = f"{first}\ntry:\n    {then}\nexcept {error} as error:\n    print(type(error).__name__, error)\n"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    )
-    assert "CoreMLBackendConflictError another Core ML backend" in done.stdout
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return done.stdout
+
+
+def test_executorchs_backend_imported_after_ours_is_refused_at_use():
+    first = "import lowerkit.coreml_preprocess as ours\nimport executorch.backends.apple.coreml.compiler"
+    out = _error_printed(first, "ours.CoreMLPartitioner()", "ours.CoreMLBackendConflictError")
+    assert "CoreMLBackendConflictError another Core ML backend" in out
 
 
 def test_a_second_backend_class_is_refused_at_use():
@@ -61,16 +59,6 @@ def test_a_second_backend_class_is_refused_at_use():
 
 
 def test_importing_ours_after_executorchs_fails():
-    code = (
-        "import executorch.backends.apple.coreml.compiler\n"
-        "try:\n"
-        "    import lowerkit.coreml_preprocess\n"
-        "except ImportError as error:\n"
-        "    print(type(error).__name__, error)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    )
-    assert "CoreMLBackendConflictError" in done.stdout
-    assert "ExecuTorch's Core ML backend" in done.stdout
+    out = _error_printed("import executorch.backends.apple.coreml.compiler", "import lowerkit.coreml_preprocess", "ImportError")
+    assert "CoreMLBackendConflictError" in out
+    assert "ExecuTorch's Core ML backend" in out

@@ -8,7 +8,7 @@ from pathlib import Path
 import executorch
 
 from lowerkit.coreml_preprocess import PROVEN_ON
-from lowerkit.pass_infra.versions import changed_sources, unproven_differences
+from lowerkit.pass_infra.accelerations.versions import changed_sources, unproven_differences
 
 #: upstream function -> (source hash, the lowerkit code to re-read when it changes).
 UPSTREAM: dict[str, tuple[str, str]] = {

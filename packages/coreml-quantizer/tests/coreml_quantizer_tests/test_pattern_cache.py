@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn.functional as F
@@ -65,22 +66,14 @@ def test_clear_drops_patterns_and_counters(fresh_cache: None) -> None:
 def test_racing_threads_build_once_and_get_their_own_copies() -> None:
     cache = PatternCache()
     keys = [CONV_RELU, PatternKey("binary_op", operator.mul, F.relu6, True)]
-    got: list[torch.fx.GraphModule] = []
-    lock = threading.Lock()
     barrier = threading.Barrier(8)
 
-    def work(index: int) -> None:
+    def work(index: int) -> list[torch.fx.GraphModule]:
         barrier.wait()
-        for _ in range(3):
-            pattern = cache.get(keys[index % 2])
-            with lock:
-                got.append(pattern)
+        return [cache.get(keys[index % 2]) for _ in range(3)]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = [pattern for patterns in pool.map(work, range(8)) for pattern in patterns]
     stats = cache.stats()
     assert (stats.builds, stats.hits) == (2, 22)
     assert len({id(p) for p in got}) == 24

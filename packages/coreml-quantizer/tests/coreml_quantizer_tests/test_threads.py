@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from coreml_quantizer_tests.conftest import (
@@ -32,30 +33,15 @@ def test_two_quantizers_in_eight_threads() -> None:
 
     # torch.export is not thread-safe either: export every thread's models up front.
     models = [[exported(jobs[i % 2][0]) for _ in range(2)] for i in range(8)]
-    results: list[tuple[str, dict[str, Any]]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
     barrier = threading.Barrier(8)
 
-    def work(index: int) -> None:
+    def work(index: int) -> list[tuple[str, dict[str, Any]]]:
         name, quantizer = jobs[index % 2]
-        try:
-            barrier.wait()
-            for model in models[index]:
-                result = fingerprint(quantize(name, quantizer, model=model, threads_pinned=False))
-                with lock:
-                    results.append((name, result))
-        except BaseException as error:
-            with lock:
-                errors.append(error)
+        barrier.wait()
+        return [(name, fingerprint(quantize(name, quantizer, model=model, threads_pinned=False))) for model in models[index]]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert not errors, errors
+    with ThreadPoolExecutor(max_workers=8) as pool:  # a thread's error is raised here
+        results = [result for one_thread in pool.map(work, range(8)) for result in one_thread]
     assert len(results) == 16
     for name, result in results:
         assert result == expected[name], name

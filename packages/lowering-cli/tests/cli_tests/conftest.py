@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +19,9 @@ class Outcome:
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Keep the lowering cache of every test (and its subprocesses) out of the user's cache."""
-    previous = os.environ.get("LOWERKIT_CACHE_DIR")
-    os.environ["LOWERKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("lowerkit-cache"))
-    yield
-    if previous is None:
-        os.environ.pop("LOWERKIT_CACHE_DIR", None)
-    else:
-        os.environ["LOWERKIT_CACHE_DIR"] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOWERKIT_CACHE_DIR", str(tmp_path_factory.mktemp("lowerkit-cache")))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+from lowerkit.arm_passes import converter
 from lowerkit.cli import calibration, model_source, targets
 from lowerkit.cli.cache import key as cache_key
 from lowerkit.cli.model_source import ModelSource
@@ -235,24 +236,24 @@ def _converter(path: Path, content: bytes) -> Path:
 
 def test_a_users_model_converter_is_keyed_by_content_for_vgf_targets(ds_cnn, tmp_path, monkeypatch):
     vgf = dataclasses.replace(BASE, target=targets.get("vgf-int"))
-    monkeypatch.delenv(cache_key.CONVERTER_ENV, raising=False)
+    monkeypatch.delenv(converter.ENV, raising=False)
     packaged = cache_key.zoo_key("ds_cnn", vgf), key(ds_cnn, vgf, batches=[])
     binary = _converter(tmp_path / "model-converter", b"#!/bin/sh\necho one\n")
-    monkeypatch.setenv(cache_key.CONVERTER_ENV, str(binary))
+    monkeypatch.setenv(converter.ENV, str(binary))
     first = cache_key.zoo_key("ds_cnn", vgf), key(ds_cnn, vgf, batches=[])
     assert first[0] != packaged[0] and first[1] != packaged[1], "a user's converter must not hit the packaged one's entries"
     _converter(binary, b"#!/bin/sh\necho two\n")
     second = cache_key.zoo_key("ds_cnn", vgf), key(ds_cnn, vgf, batches=[])
     assert second[0] != first[0] and second[1] != first[1], "a rebuilt converter must not hit the old one's entries"
     moved = _converter(tmp_path / "elsewhere", b"#!/bin/sh\necho two\n")
-    monkeypatch.setenv(cache_key.CONVERTER_ENV, str(moved))
+    monkeypatch.setenv(converter.ENV, str(moved))
     assert cache_key.zoo_key("ds_cnn", vgf) == second[0], "the same converter bytes at another path are the same lowering"
 
 
 def test_the_model_converter_is_not_in_the_key_of_other_targets(ds_cnn, tmp_path, monkeypatch):
-    monkeypatch.delenv(cache_key.CONVERTER_ENV, raising=False)
+    monkeypatch.delenv(converter.ENV, raising=False)
     before = cache_key.zoo_key("ds_cnn", BASE), key(ds_cnn, BASE, batches=[])
-    monkeypatch.setenv(cache_key.CONVERTER_ENV, str(_converter(tmp_path / "model-converter", b"#!/bin/sh\n")))
+    monkeypatch.setenv(converter.ENV, str(_converter(tmp_path / "model-converter", b"#!/bin/sh\n")))
     assert (cache_key.zoo_key("ds_cnn", BASE), key(ds_cnn, BASE, batches=[])) == before
 
 

@@ -42,11 +42,8 @@ COREML_STACK = (
     "lowerkit.coreml_quantizer",
     "lowerkit.coreml_compiler_ops",
 )
-#: pass-infra's modules that lower something (its shared helpers, `suggest` and `files`, are light).
-PASS_INFRA_ENGINE = tuple(
-    f"lowerkit.pass_infra.{m}"
-    for m in ("lowering", "replay", "replay_engine", "pipeline", "targeted", "fake_cache", "_upstream", "numerics")
-)
+#: pass-infra's sub-packages that lower something (its shared helpers, `suggest` and `files`, are light).
+PASS_INFRA_ENGINE = tuple(f"lowerkit.pass_infra.{m}" for m in ("accelerations", "framework", "numerics", "_upstream"))
 #: What a command that lowers nothing must not load.
 HEAVY = ("torch", "executorch", "torchao", "numpy", *PASS_INFRA_ENGINE, "lowerkit.zoo.registry", *ARM_STACK, *COREML_STACK)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lowerkit.pass_infra.collector import SETTLED_HEAP
+from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
 
 
 class _Cycle:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -13,7 +13,7 @@ from executorch.exir import to_edge
 
 from lowerkit.pass_infra import PassPipeline, TargetedPass, cheaper_replay
 from lowerkit.pass_infra._upstream import fake_state_snapshot, replay_state_snapshot
-from lowerkit.pass_infra.replay_engine import CHEAP_REPLAY, FAKE_CACHE
+from lowerkit.pass_infra.accelerations.replay_engine import CHEAP_REPLAY, FAKE_CACHE
 
 
 class _Net(torch.nn.Module):
@@ -49,20 +49,13 @@ def test_threads_get_sequential_results_and_originals_are_back() -> None:
     base = _graph()
     expected = _run(copy.deepcopy(base))
     inputs = [copy.deepcopy(base) for _ in range(4)]
-    results: list[Any] = [None] * len(inputs)
 
-    def work(i: int) -> None:
-        try:
-            with cheaper_replay():  # an accelerated scope around the entry point, nested
-                results[i] = _run(inputs[i])
-        except BaseException as error:  # pragma: no cover - reported below
-            results[i] = error
+    def work(graph: torch.fx.GraphModule) -> str:
+        with cheaper_replay():  # an accelerated scope around the entry point, nested
+            return _run(graph)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=len(inputs)) as pool:  # a thread's error is raised here
+        results = list(pool.map(work, inputs))
     assert results == [expected] * len(inputs)
     after = replay_state_snapshot()
     assert all(after[k] is replay[k] for k in replay if k != "current_meta")

@@ -15,7 +15,7 @@ from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.pass_infra import cheaper_replay
 from lowerkit.pass_infra._upstream import LazyGraphModule
-from lowerkit.pass_infra.deferred_recompile import DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 
 
 class _Model(torch.nn.Module):

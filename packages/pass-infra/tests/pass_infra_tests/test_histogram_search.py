@@ -9,7 +9,7 @@ import torch
 from torchao.quantization.pt2e.observer import HistogramObserver
 
 from lowerkit.pass_infra import accelerated_quantization
-from lowerkit.pass_infra.histogram_search import non_linear_param_search
+from lowerkit.pass_infra.accelerations.histogram_search import non_linear_param_search
 
 
 def _data(kind: str, seed: int) -> list[torch.Tensor]:

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from lowerkit.pass_infra.layers.keep_float import outermost, search_keep_float
-from lowerkit.pass_infra.layers.metrics import TensorError
-from lowerkit.pass_infra.layers.ranges import MIN_LEVELS, channel_axis, range_diagnostic
-from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
+from lowerkit.pass_infra.numerics.keep_float import outermost, search_keep_float
+from lowerkit.pass_infra.numerics.metrics import TensorError
+from lowerkit.pass_infra.numerics.ranges import MIN_LEVELS, channel_axis, range_diagnostic
+from lowerkit.pass_infra.numerics.report import DebugReport, LayerNumerics
 
 
 def _conv_output(seed: int = 0) -> np.ndarray:

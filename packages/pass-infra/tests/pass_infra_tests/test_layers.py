@@ -1,4 +1,4 @@
-"""lowerkit.pass_infra.layers: metrics, range diagnostics and the report's analysis (no lowering)."""
+"""lowerkit.pass_infra.numerics: metrics, range diagnostics and the report's analysis (no lowering)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.ranges import MIN_LEVELS, range_diagnostic
-from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics, Sensitivity
+from lowerkit.pass_infra.numerics.metrics import tensor_error
+from lowerkit.pass_infra.numerics.ranges import MIN_LEVELS, range_diagnostic
+from lowerkit.pass_infra.numerics.report import DebugReport, LayerNumerics, Sensitivity
 
 
 def test_tensor_error_reports_sqnr_max_error_quanta_and_cosine() -> None:

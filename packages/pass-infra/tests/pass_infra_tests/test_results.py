@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from lowerkit.pass_infra.results import LoweredProgram
+from lowerkit.pass_infra.helpers.results import LoweredProgram
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,3 +62,17 @@ def test_shared_helpers_import_neither_torch_nor_executorch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_facade_lists_each_name_once_and_loads_it_from_its_module() -> None:
+    import importlib
+
+    import lowerkit.pass_infra as facade
+    from lowerkit.pass_infra.helpers.lazy_exports import exported_names
+
+    table = exported_names("lowerkit.pass_infra")
+    assert facade.__all__ == sorted(table) == dir(facade)
+    for name, module in table.items():
+        assert getattr(facade, name) is getattr(importlib.import_module(module), name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        facade.no_such_name  # noqa: B018

@@ -17,7 +17,10 @@ from torch.export.graph_signature import (
 )
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.replay_engine import SIGNATURE_LOOKUPS, cached_signature_lookups
+from lowerkit.pass_infra.accelerations.replay_engine import (
+    SIGNATURE_LOOKUPS,
+    cached_signature_lookups,
+)
 
 VIEWS = ("inputs_to_parameters", "inputs_to_buffers", "inputs_to_lifted_tensor_constants")
 STOCK = _upstream.signature_input_views()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lowerkit.pass_infra.versions import changed_sources
+from lowerkit.pass_infra.accelerations.versions import changed_sources
 
 #: upstream function -> (source hash, the lowerkit code to re-read when it changes).
 UPSTREAM: dict[str, tuple[str, str]] = {

@@ -12,7 +12,7 @@ from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
 from torch._export.verifier import SpecViolationError
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.verified_graphs import VERIFIED_GRAPHS, graph_key
+from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS, graph_key
 
 
 class _AddScaled(torch.nn.Module):

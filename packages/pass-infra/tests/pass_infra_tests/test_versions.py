@@ -12,9 +12,9 @@ from lowerkit.pass_infra import (
     UnprovenVersionWarning,
     cheaper_replay,
     faketensor_cache,
-    versions,
 )
 from lowerkit.pass_infra._upstream import fake_state_snapshot, replay_state_snapshot
+from lowerkit.pass_infra.accelerations import versions
 
 
 def test_installed_versions_are_the_proven_ones() -> None:

@@ -51,7 +51,7 @@ from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
 from torch.utils import _pytree as pytree
 
-from lowerkit.pass_infra import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = [
     "TOSA_EXCLUDED_TARGETS",

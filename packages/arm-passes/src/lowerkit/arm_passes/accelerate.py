@@ -7,9 +7,11 @@ from collections.abc import Iterator
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
-from lowerkit.arm_passes.versions import accelerated_ok
-from lowerkit.pass_infra import PipelineReport, accelerated_lowering, lowering_lock
-from lowerkit.pass_infra.replay_engine import cached_signature_lookups
+from lowerkit.arm_passes.versions import PROVEN_ON
+from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
+from lowerkit.pass_infra.accelerations.replay_engine import cached_signature_lookups
+from lowerkit.pass_infra.accelerations.versions import proven_scope
+from lowerkit.pass_infra.framework.pipeline import PipelineReport
 
 __all__ = ["accelerated_arm_pipeline"]
 
@@ -25,7 +27,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
     The signature's input-name lookups (``inputs_to_buffers`` & co., which the Arm passes
     and the TOSA serializer read per node) are served from a cache any change of the
-    input specs invalidates (``lowerkit.pass_infra.replay_engine.cached_signature_lookups``).
+    input specs invalidates (``lowerkit.pass_infra.accelerations.replay_engine.cached_signature_lookups``).
 
     Only lowerings run by the thread inside the block are accelerated (other threads get stock
     ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several
@@ -33,18 +35,17 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     pipeline runs (no reports), with an ``UnprovenVersionWarning``.
     """
     reports: list[PipelineReport] = []
-    with lowering_lock():
-        if not accelerated_ok("accelerated_arm_pipeline"):
-            yield reports
-            return
-        manager = VerifyingFastArmPassManager if verify else FastArmPassManager
-        with (
-            accelerated_lowering(),
-            cached_signature_lookups(),
-            _upstream.patched_arm_pass_manager(manager),
-            collect_reports(reports),
-        ):
-            yield reports
+    manager = VerifyingFastArmPassManager if verify else FastArmPassManager
+    with proven_scope(
+        "lowerkit-arm-passes",
+        PROVEN_ON,
+        "accelerated_arm_pipeline",
+        accelerated_lowering(),
+        cached_signature_lookups(),
+        _upstream.patched_arm_pass_manager(manager),
+        collect_reports(reports),
+    ):
+        yield reports
 
 
 class VerifyingFastArmPassManager(FastArmPassManager):

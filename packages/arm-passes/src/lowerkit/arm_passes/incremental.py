@@ -39,7 +39,7 @@ from lowerkit.arm_passes._upstream import (
     exir_ops,
     pytree,
 )
-from lowerkit.pass_infra.replay_engine import is_vouched, vouch_node
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_node
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",
@@ -294,6 +294,16 @@ class _IncrementalMixin:
         modified |= result.modified
         return PassResult(graph_module, modified)
 
+    def _horizontal_fusion(self) -> ExportPass:
+        """The helper pass `fuse_horizontal` runs (the Up and Down passes fuse differently)."""
+        raise NotImplementedError
+
+    def fuse_horizontal(self, graph_module: GraphModule) -> PassResult:
+        if self._incremental_refresher is None:
+            return super().fuse_horizontal(graph_module)  # type: ignore[misc]
+        result = self._helper(self._horizontal_fusion()).call(graph_module)
+        return PassResult(result.graph_module, result.modified)
+
     def call(self, graph_module: GraphModule) -> PassResult:
         self._incremental_refresher = _Refresher(True)
         try:
@@ -313,13 +323,8 @@ class IncrementalPropagateViewCopyPermuteUpPass(
 ):
     """PropagateViewCopyPermuteUpPass with in-place metadata refresh instead of whole-graph re-runs."""
 
-    def fuse_horizontal(self, graph_module: GraphModule) -> PassResult:
-        if self._incremental_refresher is None:
-            return super().fuse_horizontal(graph_module)
-        result = self._helper(
-            _FuseDuplicateUsers(self.duplicate_user_fusion_exclusions())
-        ).call(graph_module)
-        return PassResult(result.graph_module, result.modified)
+    def _horizontal_fusion(self) -> ExportPass:
+        return _FuseDuplicateUsers(self.duplicate_user_fusion_exclusions())
 
 
 class IncrementalPropagateViewCopyPermuteDownPass(
@@ -327,13 +332,8 @@ class IncrementalPropagateViewCopyPermuteDownPass(
 ):
     """PropagateViewCopyPermuteDownPass with in-place metadata refresh instead of whole-graph re-runs."""
 
-    def fuse_horizontal(self, graph_module: GraphModule) -> PassResult:
-        if self._incremental_refresher is None:
-            return super().fuse_horizontal(graph_module)
-        result = self._helper(
-            _FuseIdenticalInputTransforms(permute_targets=_upstream.permute_targets(self))
-        ).call(graph_module)
-        return PassResult(result.graph_module, result.modified)
+    def _horizontal_fusion(self) -> ExportPass:
+        return _FuseIdenticalInputTransforms(permute_targets=_upstream.permute_targets(self))
 
 
 _INCREMENTAL: dict[type, type] = {

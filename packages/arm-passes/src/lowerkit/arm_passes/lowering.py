@@ -32,15 +32,13 @@ from lowerkit.arm_passes.devices import (
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.transposes import LayoutTransposes, layout_transposes
-from lowerkit.pass_infra import (
-    PipelineReport,
-    accelerated_quantization,
-    graph_ops,
-    lowering_lock,
-    settled_heap,
-)
-from lowerkit.pass_infra.inputs import example_input_tuple, require_model
-from lowerkit.pass_infra.results import LoweredProgram
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
+from lowerkit.pass_infra.accelerations.settled_heap import settled_heap
+from lowerkit.pass_infra.framework.pipeline import PipelineReport
+from lowerkit.pass_infra.helpers import graph_ops
+from lowerkit.pass_infra.helpers.inputs import example_input_tuple, require_model
+from lowerkit.pass_infra.helpers.results import LoweredProgram
 
 __all__ = ["ArmLowering", "fake_quantize", "lower_to_arm"]
 

@@ -16,7 +16,7 @@ import torch
 
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.lowering import ArmLowering
-from lowerkit.pass_infra import sqnr_db
+from lowerkit.pass_infra.numerics.sqnr import sqnr_db
 
 __all__ = ["ReferenceCheck", "native_stdout_to_stderr", "run_tosa_reference", "verify_on_reference_model"]
 

@@ -25,15 +25,11 @@ from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.incremental import incremental_version
 from lowerkit.arm_passes.targets import targets_of
 from lowerkit.arm_passes.versions import accelerated_ok
-from lowerkit.pass_infra import (
-    PassEquivalenceError,
-    PassPipeline,
-    PipelineReport,
-    as_targeted,
-    fast_copy_enabled,
-    first_difference,
-    lowering_lock,
-)
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.errors import PassEquivalenceError
+from lowerkit.pass_infra.framework.compare import first_difference
+from lowerkit.pass_infra.framework.pipeline import PassPipeline, PipelineReport
+from lowerkit.pass_infra.framework.targeted_pass import as_targeted, fast_copy_enabled
 
 __all__ = ["FastArmPassManager", "capture_pass_states", "collect_reports", "fast_passes", "passes_inserted_after"]
 

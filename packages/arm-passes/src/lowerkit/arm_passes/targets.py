@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lowerkit.pass_infra import discover_targeted_ops
+from lowerkit.pass_infra.framework.discovery import discover_targeted_ops
 
 __all__ = ["LISTED_TARGETS", "WHOLE_GRAPH", "PassTargets", "audit", "targets_of"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from executorch.exir.delegate import executorch_call_delegate
 
-from lowerkit.pass_infra import graph_ops
+from lowerkit.pass_infra.helpers import graph_ops
 
 __all__ = ["LayoutTransposes", "layout_transposes"]
 

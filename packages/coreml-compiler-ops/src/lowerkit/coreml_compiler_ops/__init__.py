@@ -15,13 +15,13 @@ from lowerkit.coreml_compiler_ops.registry import (
 )
 
 __all__ = [
-    "UnsupportedOpError",
-    "constexpr_storage_bytes",
-    "decode_constexpr_weights",
-    "displaced_translation",
-    "is_registered",
-    "register",
-    "registered_ops",
-    "supported_constexpr_ops",
-    "unregister",
+    "UnsupportedOpError",  # an op lowerkit cannot express in Core ML MIL or decode
+    "constexpr_storage_bytes",  # bytes each constexpr op's constant inputs take as Core ML stores them
+    "decode_constexpr_weights",  # dense numpy value of every constexpr op's output, by output name
+    "displaced_translation",  # the translation someone else registered that lowerkit's shadows
+    "is_registered",  # whether every lowerkit translation is the registry's entry for its name
+    "register",  # register lowerkit's translations with coremltools (idempotent)
+    "registered_ops",  # the registry names register takes over
+    "supported_constexpr_ops",  # the constexpr op types decode_constexpr_weights decodes
+    "unregister",  # undo register: each name maps to what others registered for it
 ]

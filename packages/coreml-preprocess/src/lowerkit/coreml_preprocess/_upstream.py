@@ -21,7 +21,7 @@ import executorch.exir.backend.backend_details as _backend_details
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from torch._ops import OpOverload as OpOverload
 
-from lowerkit.pass_infra import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 #: ExecuTorch's module that defines its own ``CoreMLBackend`` (must not share a process with ours).
 EXECUTORCH_COREML_PREPROCESS_MODULE = "executorch.backends.apple.coreml.compiler.coreml_preprocess"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from typing import Any
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError, CoreMLOptionsError
 from lowerkit.coreml_preprocess.layer_paths import WeightReader, WeightUse, weight_uses
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
     "METHODS",
@@ -273,10 +274,7 @@ class WeightDecision:
     @property
     def weight_size(self) -> int:
         """Number of elements of the weight."""
-        count = 1
-        for dim in self.shape:
-            count *= dim
-        return count
+        return math.prod(self.shape)
 
 
 @dataclass

@@ -9,12 +9,13 @@ batch norm back to its convolution, whose ``nn_module_stack`` names the layer (`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from lowerkit.coreml_preprocess import _upstream
-from lowerkit.pass_infra.graph_ops import op_name
+from lowerkit.pass_infra.helpers.graph_ops import op_name
 
 __all__ = ["WeightReader", "WeightUse", "weight_uses"]
 
@@ -53,10 +54,7 @@ class WeightUse:
     @property
     def size(self) -> int:
         """Number of elements."""
-        count = 1
-        for dim in self.shape:
-            count *= dim
-        return count
+        return math.prod(self.shape)
 
 
 def _packet_name(node: Any) -> str:

@@ -33,9 +33,11 @@ from lowerkit.coreml_preprocess.recipes import (
 )
 from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
-from lowerkit.pass_infra import accelerated_lowering, graph_ops, lowering_lock
-from lowerkit.pass_infra.inputs import example_input_tuple, require_model
-from lowerkit.pass_infra.results import LoweredProgram
+from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.helpers import graph_ops
+from lowerkit.pass_infra.helpers.inputs import example_input_tuple, require_model
+from lowerkit.pass_infra.helpers.results import LoweredProgram
 
 __all__ = ["CoreMLLowering", "CoreMLPartitionReport", "Progress", "lower_to_coreml"]
 

@@ -20,17 +20,17 @@ from torch.export import ExportedProgram
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
 from lowerkit.coreml_preprocess.lowering import lower_to_coreml
 from lowerkit.coreml_preprocess.quantize import quantize_static_int8
-from lowerkit.pass_infra import sqnr_db
-from lowerkit.pass_infra.inputs import example_input_tuple
-from lowerkit.pass_infra.layers import programs
-from lowerkit.pass_infra.layers.advise import advise_keep_float
-from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
-from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, shown_inputs
-from lowerkit.pass_infra.layers.programs import FLOAT_VS_QUANTIZED
-from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
-from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
-from lowerkit.pass_infra.layers.values import (
+from lowerkit.pass_infra.helpers.inputs import example_input_tuple
+from lowerkit.pass_infra.numerics import programs
+from lowerkit.pass_infra.numerics.advise import advise_keep_float
+from lowerkit.pass_infra.numerics.keep_float import DEFAULT_TARGET_DB
+from lowerkit.pass_infra.numerics.metrics import tensor_error
+from lowerkit.pass_infra.numerics.points import QuantPoint, shown_inputs
+from lowerkit.pass_infra.numerics.programs import FLOAT_VS_QUANTIZED
+from lowerkit.pass_infra.numerics.ranges import channel_axis, range_diagnostic
+from lowerkit.pass_infra.numerics.report import DebugReport, LayerNumerics
+from lowerkit.pass_infra.numerics.sqnr import sqnr_db
+from lowerkit.pass_infra.numerics.values import (
     DEQUANTIZE_OPS,
     counterparts,
     is_op,

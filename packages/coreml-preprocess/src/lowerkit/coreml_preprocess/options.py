@@ -22,7 +22,7 @@ from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.compression import WeightCompression
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.pass_pipeline import MilPassPipeline, resolve_pass_pipeline
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 
 class ModelType(Enum):

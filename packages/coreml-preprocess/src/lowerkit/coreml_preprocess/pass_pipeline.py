@@ -11,7 +11,7 @@ import coremltools as ct
 
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.errors import PassPipelineError
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 #: Preset names accepted in place of a list of pass names.
 PRESETS = ("default", "empty")

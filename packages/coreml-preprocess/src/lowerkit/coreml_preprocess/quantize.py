@@ -30,7 +30,7 @@ def quantize_static_int8(
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from lowerkit.coreml_quantizer import CoreMLQuantizer
+    from lowerkit.coreml_quantizer.quantizer import CoreMLQuantizer
 
     config = LinearQuantizerConfig.from_dict(
         {

@@ -39,7 +39,7 @@ from lowerkit.coreml_preprocess.compression import (
     WeightCompression,
 )
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = ["load_recipe", "parse_recipe", "recipe_toml"]
 

@@ -25,7 +25,7 @@ import coremltools as ct
 from lowerkit.coreml_preprocess.compression import WEIGHT_THRESHOLD, WeightCompression
 from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
     "PALETTE_CHANNEL_GROUP", "RECIPES", "CoreMLRecipe", "compile_options_for", "get_recipe",

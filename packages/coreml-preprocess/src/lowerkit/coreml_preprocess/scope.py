@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lowerkit.coreml_preprocess import conflict
-from lowerkit.pass_infra import Patch, lowering_lock
+from lowerkit.pass_infra.accelerations.patching import Patch, lowering_lock
 
 __all__ = ["COREML_SCOPE", "coreml_scope"]
 
@@ -26,7 +26,7 @@ _state = {"registered_by_us": False}
 
 
 def _install() -> None:
-    from lowerkit.coreml_compiler_ops import is_registered, register
+    from lowerkit.coreml_compiler_ops.registry import is_registered, register
 
     if not is_registered():
         register()
@@ -35,7 +35,7 @@ def _install() -> None:
 
 
 def _uninstall() -> None:
-    from lowerkit.coreml_compiler_ops import unregister
+    from lowerkit.coreml_compiler_ops.registry import unregister
 
     try:
         conflict.remove_import_guard()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lowerkit.pass_infra.versions import proven
+from lowerkit.pass_infra.accelerations.versions import proven
 
 __all__ = ["PROVEN_ON", "accelerated_ok"]
 

@@ -23,6 +23,6 @@ def constexpr_op_counts(mlmodel: Any) -> dict[str, int]:
 
 def decoded_weights(mlmodel: Any) -> dict[str, np.ndarray]:
     """Dense numpy weights of every constexpr (compressed) weight op of the model."""
-    from lowerkit.coreml_compiler_ops import decode_constexpr_weights
+    from lowerkit.coreml_compiler_ops.decode import decode_constexpr_weights
 
     return dict(decode_constexpr_weights(mlmodel))

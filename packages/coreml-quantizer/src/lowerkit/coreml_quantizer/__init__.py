@@ -11,17 +11,17 @@ from lowerkit.coreml_quantizer.prepare import prepare_pt2e, prepare_qat_pt2e
 from lowerkit.coreml_quantizer.quantizer import CoreMLQuantizer
 
 __all__ = [
-    "AnnotationConfig",
-    "CoreMLQuantizer",
-    "CoreMLQuantizerError",
-    "IgnoredConfigFieldWarning",
-    "PatternCache",
-    "PatternCacheStats",
-    "PatternKey",
-    "all_pattern_keys",
-    "pattern_cache",
-    "prepare_pt2e",
-    "prepare_qat_pt2e",
-    "require_exported",
-    "validate_config",
+    "AnnotationConfig",  # quantization specs for an op's input, output and weight
+    "CoreMLQuantizer",  # the pt2e quantizer that annotates exactly as ExecuTorch's CoreMLQuantizer
+    "CoreMLQuantizerError",  # a config or model the Core ML quantizer cannot handle
+    "IgnoredConfigFieldWarning",  # a config field pt2e quantization ignores
+    "PatternCache",  # traced patterns by key: each traced once per process, copies handed out
+    "PatternCacheStats",  # a PatternCache's counters: traces, cache hits, seconds
+    "PatternKey",  # a pattern's identity: its getter and real arguments
+    "all_pattern_keys",  # every pattern the annotators try, in ExecuTorch's order
+    "pattern_cache",  # the process-wide PatternCache
+    "prepare_pt2e",  # torchao's prepare_pt2e after checking the model
+    "prepare_qat_pt2e",  # torchao's prepare_qat_pt2e after checking the model
+    "require_exported",  # a model checked to be an exported GraphModule, or CoreMLQuantizerError
+    "validate_config",  # a config the Core ML quantizer supports, or CoreMLQuantizerError
 ]

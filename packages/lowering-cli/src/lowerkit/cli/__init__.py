@@ -3,4 +3,6 @@
 
 from lowerkit.cli.entry import run
 
-__all__ = ["run"]
+__all__ = [
+    "run",  # the console entry point: run the lowerkit command with these arguments
+]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
 from lowerkit.cli.sources.flags import source_options
 from lowerkit.cli.sources.options import SourceOptions
-from lowerkit.pass_infra.files import write_bytes_atomically
+from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
 if TYPE_CHECKING:
@@ -32,6 +33,15 @@ if TYPE_CHECKING:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """lowerkit: lower PyTorch models to Core ML and Arm (TOSA / Ethos-U) ExecuTorch programs."""
+
+
+def _echo(data: Any, render: Callable[[Any], Iterable[str]], as_json: bool) -> None:
+    """`data` as JSON (``--json``), else the lines `render` makes of it."""
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for line in render(data):
+        click.echo(line)
 
 
 @main.command("targets")
@@ -74,12 +84,7 @@ def models_command(check: bool, as_json: bool) -> None:
     """List what each model source (zoo:, et:, tv:, hf:) can build here."""
     from lowerkit.cli.sources import listing
 
-    rows = listing.rows(check=check)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    for line in listing.render(rows):
-        click.echo(line)
+    _echo(listing.rows(check=check), listing.render, as_json)
 
 
 @main.command("lower")
@@ -130,11 +135,7 @@ def lower_command(
     keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
-    weights: Path | None,
-    task: str | None,
-    random_weights: bool,
-    sequence_length: int | None,
-    image_size: int | None,
+    source_options: SourceOptions,
     no_cache: bool,
     cache_remote: str | None,
     cache_remote_read_only: bool,
@@ -143,7 +144,6 @@ def lower_command(
     # Parse (the outputs must be writable before a pass file is read).
     target = targets.get(target_name)
     backend = targets.backend_of(target)
-    source = SourceOptions(weights, task, random_weights, sequence_length, image_size)
     for path in (output, report, bundle, etrecord):
         if path is not None:
             atomic.check_writable(path)
@@ -169,10 +169,10 @@ def lower_command(
         from lowerkit.cli import keep_float as kept
         from lowerkit.cli import model_source
 
-        kept_float = kept.check(keep_float, model_source.load(model, source), target)
+        kept_float = kept.check(keep_float, model_source.load(model, source_options), target)
     options = LowerOptions(target, calibration_path=calibration, verify=verify, keep_float=kept_float, **settings)
     # Lower, through the cache.
-    lowered = cached.lower_model(model, options, steps=steps, cache=cache, source_options=source)
+    lowered = cached.lower_model(model, options, steps=steps, cache=cache, source_options=source_options)
     lowered.warnings[:0] = setting_warnings
     # Write.
     write_bytes_atomically(output, lowered.pte)
@@ -298,12 +298,7 @@ def compare_command(a: Path, b: Path, as_json: bool) -> None:
     """Show what changed between two lowerings: A and B are .pte / .bpte files or reports (lower --report)."""
     from lowerkit.cli import compare
 
-    result = compare.compare(compare.load(a), compare.load(b))
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-        return
-    for line in compare.render(result):
-        click.echo(line)
+    _echo(compare.compare(compare.load(a), compare.load(b)), compare.render, as_json)
 
 
 @main.command("demo")

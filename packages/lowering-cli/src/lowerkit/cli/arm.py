@@ -226,7 +226,7 @@ class ArmBackend(Backend):
 
     def write_outputs(self, lowered: Lowered, options: LowerOptions, given: Given) -> list[str]:
         """The bundled program, the ETRecord and the TOSA flatbuffers (--tosa-dir), where asked."""
-        from lowerkit.pass_infra.files import write_bytes_atomically
+        from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
         lines = []
         for kind, path, what in (
@@ -252,7 +252,8 @@ class ArmBackend(Backend):
 
 
 def _lower_to_arm(source: ModelSource, options: LowerOptions, calibration: list[Inputs]) -> Any:
-    from lowerkit.arm_passes import ArmLoweringError, lower_to_arm
+    from lowerkit.arm_passes.errors import ArmLoweringError
+    from lowerkit.arm_passes.lowering import lower_to_arm
 
     model = source.module if source.module is not None else source.export()
     try:

@@ -19,7 +19,8 @@ from lowerkit.cli.result import Lowered
 
 if TYPE_CHECKING:
     from lowerkit.cli.sources.model import Inputs, ModelSource
-    from lowerkit.coreml_preprocess import CoreMLCompileOptions, WeightCompression
+    from lowerkit.coreml_preprocess.compression import WeightCompression
+    from lowerkit.coreml_preprocess.options import CoreMLCompileOptions
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def _pipeline(pass_names: tuple[str, ...] | list[str] | None) -> str | tuple[str
 
 def _check_pass_names(target: Target, pass_names: tuple[str, ...] | list[str]) -> CoreMLCompileOptions:
     """The CoreMLCompileOptions for `target`; a UsageError for a bad MIL pass name."""
-    from lowerkit.coreml_preprocess import CoreMLOptionsError, compile_options_for
+    from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
+    from lowerkit.coreml_preprocess.recipes import compile_options_for
 
     try:
         return compile_options_for(COREML_RECIPES[target.name], pass_pipeline=_pipeline(pass_names))
@@ -94,7 +96,7 @@ def _check_pass_names(target: Target, pass_names: tuple[str, ...] | list[str]) -
 
 def _load_recipe(target: Target, path: Path) -> WeightCompression:
     """The compression recipe file's content; a UsageError (one line) for a bad file or target."""
-    from lowerkit.coreml_preprocess import CoreMLOptionsError
+    from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
     from lowerkit.coreml_preprocess.recipe_file import load_recipe as load
 
     if target.name not in RECIPE_TARGETS:
@@ -110,7 +112,7 @@ def _load_recipe(target: Target, path: Path) -> WeightCompression:
 
 def _parse_shapes(text: str) -> dict[str, tuple[tuple[int, ...], ...]]:
     """`--shapes NAME=1x3x32x32,1x3x64x64[;NAME2=...]` parsed; a UsageError (one line) if malformed."""
-    from lowerkit.coreml_preprocess import CoreMLOptionsError
+    from lowerkit.coreml_preprocess.errors import CoreMLOptionsError
     from lowerkit.coreml_preprocess.shapes import parse_shapes as parse
 
     try:
@@ -151,11 +153,8 @@ class CoreMLBackend(Backend):
 
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
         """Lower with the target's recipe (quantize, partition to Core ML, serialize a .pte)."""
-        from lowerkit.coreml_preprocess import (
-            CoreMLLoweringError,
-            CoreMLOptionsError,
-            lower_to_coreml,
-        )
+        from lowerkit.coreml_preprocess.errors import CoreMLLoweringError, CoreMLOptionsError
+        from lowerkit.coreml_preprocess.lowering import lower_to_coreml
 
         target = options.target
         compression = _load_recipe(target, options.recipe) if options.recipe is not None else None

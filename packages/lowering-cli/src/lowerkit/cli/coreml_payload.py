@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 
 def _tree(payload: bytes) -> dict[str, Any]:
-    from lowerkit.coreml_preprocess import unflatten_payload
+    from lowerkit.coreml_preprocess.payload import unflatten_payload
 
     _, tree = unflatten_payload(payload)
     package = tree.get(_MLPACKAGE)
@@ -52,7 +52,7 @@ def _with_model(payload: bytes, use: Callable[[Any], T]) -> T:
 
 def weight_summary(payload: bytes) -> dict[str, Any]:
     """Constexpr weight ops by type, and the decoded dense weights' count and element total."""
-    from lowerkit.coreml_preprocess import constexpr_op_counts, decoded_weights
+    from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
 
     def summarize(model: Any) -> tuple[int, dict[str, int], dict[str, np.ndarray]]:
         return model.get_spec().specificationVersion, constexpr_op_counts(model), decoded_weights(model)

@@ -60,11 +60,7 @@ def debug_command(
     top: int,
     bisect: bool,
     quiet: bool,
-    weights: Path | None,
-    task: str | None,
-    random_weights: bool,
-    sequence_length: int | None,
-    image_size: int | None,
+    source_options: SourceOptions,
 ) -> None:
     """Compare MODEL's quantized lowering with float layer by layer; name where the error starts and what fixes it."""
     target = targets.get(target_name)
@@ -79,10 +75,9 @@ def debug_command(
     from lowerkit.cli import keep_float as kept
     from lowerkit.cli import model_source
     from lowerkit.cli.progress import Steps
-    from lowerkit.pass_infra.files import write_bytes_atomically
+    from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
-    built = SourceOptions(weights, task, random_weights, sequence_length, image_size)
-    source = model_source.load(model, built)
+    source = model_source.load(model, source_options)
     names = kept.check(keep_float, source, target)
     warnings: list[str] = list(source.notes)
     batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
@@ -91,7 +86,7 @@ def debug_command(
         request = DebugRequest(batches, names, threshold, scan, bisect, target_sqnr, search)
         report = _run(source, target, request)
     report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
-    report.summary["commands"] = _commands(model, target.name, calibration, names, report, built)
+    report.summary["commands"] = _commands(model, target.name, calibration, names, report, source_options)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if output is not None:

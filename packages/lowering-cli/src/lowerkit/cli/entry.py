@@ -41,7 +41,7 @@ def run(argv: list[str] | None = None) -> None:
         redeliver_swallowed_interrupts()
     quiet_libraries()
     if argv is None:
-        from lowerkit.cli.daemon import forward_if_running
+        from lowerkit.cli.daemon.client import forward_if_running
 
         status = forward_if_running(sys.argv[1:])
         if status is not None:

@@ -8,7 +8,7 @@ from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import Target
 from lowerkit.cli.sources.model import ModelSource
 from lowerkit.cli.targets import describe
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 
 def module_names(source: ModelSource) -> list[str]:

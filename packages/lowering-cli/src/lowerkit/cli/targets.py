@@ -15,7 +15,7 @@ from lowerkit.cli.backend import Backend, Given, TargetOption, is_given
 from lowerkit.cli.coreml import COREML
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import Target
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
     "BACKENDS", "ETHOS_U_CONFIGS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe",

@@ -10,7 +10,7 @@ import torch
 
 from lowerkit.cli.result import Lowered
 from lowerkit.cli.sources.model import Inputs, ModelSource
-from lowerkit.pass_infra.numerics import sqnr_db
+from lowerkit.pass_infra.numerics.sqnr import sqnr_db
 
 COREML_CANNOT_RUN = (
     "Core ML itself cannot run on Linux: the Core ML program was checked through torch "
@@ -91,7 +91,7 @@ def _best_match(weight: np.ndarray, parameters: list[np.ndarray]) -> float:
 
 def verify_arm(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
     """Run the TOSA flatbuffers on tosa-tools' reference model and compare with torch."""
-    from lowerkit.arm_passes import verify_on_reference_model
+    from lowerkit.arm_passes.reference import verify_on_reference_model
 
     check = verify_on_reference_model(lowered.reference, source.example_inputs)
     result: dict[str, Any] = {

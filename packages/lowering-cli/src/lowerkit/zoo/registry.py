@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 from lowerkit.zoo import cnn, transformer
 
 Inputs = tuple[torch.Tensor, ...]

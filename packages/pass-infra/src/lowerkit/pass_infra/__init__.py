@@ -1,133 +1,101 @@
 """lowerkit.pass_infra: ExportPass infrastructure that skips untouched graphs, fast-copies
-untargeted nodes, replays the rest more cheaply, and proves it changed nothing; also the few
-helpers every lowerkit package shares (did_you_mean, write_bytes_atomically, sqnr_db).
+untargeted nodes, replays the rest more cheaply, and proves it changed nothing.
 
-Names load on first use: importing the package (or `suggest` / `files`) does not import torch
-or ExecuTorch, so the `lowerkit` command can use the shared helpers and still start fast.
+Four jobs, one sub-package each (modules are imported by their own names):
+
+- `framework`: the pass framework (`TargetedPass`, `PassPipeline`, verify mode);
+- `accelerations`: scopes that make torch / ExecuTorch internals faster with the same result
+  (`accelerated_lowering`, `accelerated_quantization`), over the one patch mechanism and the
+  version guards;
+- `numerics`: the per-layer numerics both backends' `debug` functions share;
+- `helpers`: what every lowerkit package shares (did_you_mean, write_bytes_atomically, ...).
+
+`_upstream` holds every private torch / ExecuTorch name; `errors` the exceptions.
+
+The public names are listed once, below, and load on first use (`helpers.lazy_exports`):
+importing the package (or `helpers.suggest` / `helpers.files` / `numerics.sqnr`) does not import
+torch or ExecuTorch, so the `lowerkit` command can use the shared helpers and still start fast.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lowerkit.pass_infra.helpers.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from lowerkit.pass_infra.collector import settled_heap
-    from lowerkit.pass_infra.compare import GraphDifference, first_difference
-    from lowerkit.pass_infra.discovery import TARGET_ATTRIBUTES, discover_targeted_ops
-    from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
-    from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
-    from lowerkit.pass_infra.files import write_bytes_atomically
-    from lowerkit.pass_infra.graph_ops import cpu_ops, delegate_payloads, op_name
-    from lowerkit.pass_infra.inputs import example_input_tuple, require_model
-    from lowerkit.pass_infra.lowering import accelerated_lowering
-    from lowerkit.pass_infra.numerics import sqnr_db
-    from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
-    from lowerkit.pass_infra.pipeline import PassPipeline, PassRecord, PipelineReport, pass_name
-    from lowerkit.pass_infra.quantization import accelerated_quantization
-    from lowerkit.pass_infra.replay import cheaper_replay, vouch_for
-    from lowerkit.pass_infra.retrace_skip import DecompositionFallback, decomposition_fallbacks
-    from lowerkit.pass_infra.suggest import did_you_mean
-    from lowerkit.pass_infra.targeted import (
-        TargetedPass,
-        as_targeted,
-        fast_copy_enabled,
-        reference_copy,
-        should_run,
+    from lowerkit.pass_infra.accelerations.cheaper_replay import (
+        cheaper_replay,  # scope: every ExportPass replays without the work stock throws away
+        vouch_for,  # mark a graph module's nodes as already checked by a replay
     )
-    from lowerkit.pass_infra.versions import PROVEN_ON, UnprovenVersionWarning
+    from lowerkit.pass_infra.accelerations.fake_cache import (
+        EXECUTORCH_NAMESPACES,  # the ExecuTorch op namespaces faketensor_cache adds
+        faketensor_cache,  # scope: FakeTensor's dispatch cache extended to ExecuTorch ops
+    )
+    from lowerkit.pass_infra.accelerations.lowering import (
+        accelerated_lowering,  # scope: ExecuTorch's generic lowering stages, any backend, faster
+    )
+    from lowerkit.pass_infra.accelerations.patching import (
+        Patch,  # a named, scoped, reference-counted set of third-party attribute replacements
+        Replacement,  # one replaced attribute of a Patch
+        lowering_lock,  # the process-wide reentrant lock every lowering entry point holds
+    )
+    from lowerkit.pass_infra.accelerations.quantization import (
+        accelerated_quantization,  # scope: pt2e prepare / convert faster, the same model
+    )
+    from lowerkit.pass_infra.accelerations.retrace_skip import (
+        DecompositionFallback,  # one run_decompositions that took the whole re-trace, and why
+        decomposition_fallbacks,  # scope: collects the DecompositionFallbacks made inside it
+    )
+    from lowerkit.pass_infra.accelerations.settled_heap import (
+        settled_heap,  # scope: full garbage collections skip the heap the lowering started with
+    )
+    from lowerkit.pass_infra.accelerations.versions import (
+        PROVEN_ON,  # the torch / ExecuTorch versions pass-infra's sameness was proven on
+        UnprovenVersionWarning,  # warned once when a fast path runs stock on another version
+    )
+    from lowerkit.pass_infra.errors import (
+        PassEquivalenceError,  # verify mode: a fast path gave a graph different from stock's
+        PassInfraError,  # a pass-infra API was used wrongly
+    )
+    from lowerkit.pass_infra.framework.compare import (
+        GraphDifference,  # where two graph modules first differ
+        first_difference,  # the first structural difference of two graph modules, or None
+    )
+    from lowerkit.pass_infra.framework.discovery import (
+        TARGET_ATTRIBUTES,  # the class attributes discover_targeted_ops reads
+        discover_targeted_ops,  # a pass's targeted ops derived from its existing attributes
+    )
+    from lowerkit.pass_infra.framework.pipeline import (
+        PassPipeline,  # runs passes in order with a per-pass report and an optional verify mode
+        PassRecord,  # one pass's line of a PipelineReport
+        PipelineReport,  # what a PassPipeline run did, pass by pass
+        pass_name,  # the name a pipeline reports a pass under
+    )
+    from lowerkit.pass_infra.framework.targeted_pass import (
+        TargetedPass,  # an ExportPass that declares its ops and fast-copies the others
+        as_targeted,  # an existing ExportPass (class or instance) run as a TargetedPass
+        fast_copy_enabled,  # whether a pass's untargeted nodes are fast-copied
+        reference_copy,  # the stock ExportPass twin of a targeted pass (for verify mode)
+        should_run,  # whether a pass's targets occur in a graph module
+    )
+    from lowerkit.pass_infra.helpers.files import (
+        write_bytes_atomically,  # the one atomic file writer (no torch import)
+    )
+    from lowerkit.pass_infra.helpers.graph_ops import (
+        cpu_ops,  # the operators a lowered program runs outside its delegates
+        delegate_payloads,  # the delegate payloads of a lowered program
+        op_name,  # an operator's printable name
+    )
+    from lowerkit.pass_infra.helpers.inputs import (
+        example_input_tuple,  # example inputs as a tuple, or the caller's error
+        require_model,  # the model checked to be an nn.Module, or the caller's error
+    )
+    from lowerkit.pass_infra.helpers.suggest import (
+        did_you_mean,  # the one "Did you mean ...?" hint (no torch import)
+    )
+    from lowerkit.pass_infra.numerics.sqnr import (
+        sqnr_db,  # the one signal-to-quantization-noise ratio, in dB
+    )
 
-#: Public name -> the module that defines it.
-_EXPORTS: dict[str, str] = {
-    "EXECUTORCH_NAMESPACES": "lowerkit.pass_infra.fake_cache",
-    "PROVEN_ON": "lowerkit.pass_infra.versions",
-    "TARGET_ATTRIBUTES": "lowerkit.pass_infra.discovery",
-    "DecompositionFallback": "lowerkit.pass_infra.retrace_skip",
-    "GraphDifference": "lowerkit.pass_infra.compare",
-    "PassEquivalenceError": "lowerkit.pass_infra.errors",
-    "PassInfraError": "lowerkit.pass_infra.errors",
-    "PassPipeline": "lowerkit.pass_infra.pipeline",
-    "PassRecord": "lowerkit.pass_infra.pipeline",
-    "Patch": "lowerkit.pass_infra.patching",
-    "PipelineReport": "lowerkit.pass_infra.pipeline",
-    "Replacement": "lowerkit.pass_infra.patching",
-    "TargetedPass": "lowerkit.pass_infra.targeted",
-    "UnprovenVersionWarning": "lowerkit.pass_infra.versions",
-    "accelerated_lowering": "lowerkit.pass_infra.lowering",
-    "accelerated_quantization": "lowerkit.pass_infra.quantization",
-    "cpu_ops": "lowerkit.pass_infra.graph_ops",
-    "decomposition_fallbacks": "lowerkit.pass_infra.retrace_skip",
-    "delegate_payloads": "lowerkit.pass_infra.graph_ops",
-    "example_input_tuple": "lowerkit.pass_infra.inputs",
-    "require_model": "lowerkit.pass_infra.inputs",
-    "settled_heap": "lowerkit.pass_infra.collector",
-    "op_name": "lowerkit.pass_infra.graph_ops",
-    "as_targeted": "lowerkit.pass_infra.targeted",
-    "cheaper_replay": "lowerkit.pass_infra.replay",
-    "did_you_mean": "lowerkit.pass_infra.suggest",
-    "discover_targeted_ops": "lowerkit.pass_infra.discovery",
-    "faketensor_cache": "lowerkit.pass_infra.fake_cache",
-    "fast_copy_enabled": "lowerkit.pass_infra.targeted",
-    "first_difference": "lowerkit.pass_infra.compare",
-    "lowering_lock": "lowerkit.pass_infra.patching",
-    "pass_name": "lowerkit.pass_infra.pipeline",
-    "reference_copy": "lowerkit.pass_infra.targeted",
-    "should_run": "lowerkit.pass_infra.targeted",
-    "sqnr_db": "lowerkit.pass_infra.numerics",
-    "vouch_for": "lowerkit.pass_infra.replay",
-    "write_bytes_atomically": "lowerkit.pass_infra.files",
-}
-
-__all__ = [
-    "EXECUTORCH_NAMESPACES",
-    "PROVEN_ON",
-    "TARGET_ATTRIBUTES",
-    "DecompositionFallback",
-    "GraphDifference",
-    "PassEquivalenceError",
-    "PassInfraError",
-    "PassPipeline",
-    "PassRecord",
-    "Patch",
-    "PipelineReport",
-    "Replacement",
-    "TargetedPass",
-    "UnprovenVersionWarning",
-    "accelerated_lowering",
-    "accelerated_quantization",
-    "as_targeted",
-    "cheaper_replay",
-    "cpu_ops",
-    "decomposition_fallbacks",
-    "delegate_payloads",
-    "did_you_mean",
-    "discover_targeted_ops",
-    "example_input_tuple",
-    "faketensor_cache",
-    "fast_copy_enabled",
-    "first_difference",
-    "lowering_lock",
-    "op_name",
-    "pass_name",
-    "reference_copy",
-    "require_model",
-    "settled_heap",
-    "should_run",
-    "sqnr_db",
-    "vouch_for",
-    "write_bytes_atomically",
-]
-
-
-def __getattr__(name: str) -> Any:
-    """Import the module defining `name` on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__)

@@ -3,7 +3,7 @@
 A version bump of torch or ExecuTorch means re-reading this one file (and the functions
 ``tests/pass_infra_tests/test_upstream_sources.py`` names, whose source hashes it holds).
 lowerkit's own replay logic is in `replay_engine`; it reaches upstream only through here.
-Proven on torch 2.13.0 and ExecuTorch 1.5.1 (``lowerkit.pass_infra.versions.PROVEN_ON``).
+Proven on torch 2.13.0 and ExecuTorch 1.5.1 (``lowerkit.pass_infra.accelerations.versions.PROVEN_ON``).
 """
 
 from __future__ import annotations

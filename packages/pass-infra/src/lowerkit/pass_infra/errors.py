@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["PassEquivalenceError", "PassInfraError"]
+
 
 class PassInfraError(ValueError):
     """A pass-infra API was used wrongly; the message says what to change."""

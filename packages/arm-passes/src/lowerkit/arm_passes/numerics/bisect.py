@@ -30,7 +30,7 @@ from lowerkit.arm_passes.lowering import ArmLowering, lower_to_arm
 from lowerkit.arm_passes.numerics.pass_states import PassState, record_pass_states
 from lowerkit.arm_passes.numerics.qparam_interpreter import run_graph
 from lowerkit.arm_passes.reference import native_stdout_to_stderr, run_tosa_reference
-from lowerkit.pass_infra.inputs import example_input_tuple
+from lowerkit.pass_infra.helpers.inputs import example_input_tuple
 
 __all__ = ["PassBisection", "bisect_passes", "bisect_recorded", "quantized_feeds"]
 

@@ -24,17 +24,17 @@ from lowerkit.arm_passes.numerics.tosa_tensors import (
     tosa_tensors,
 )
 from lowerkit.arm_passes.reference import run_tosa_reference, verify_on_reference_model
-from lowerkit.pass_infra import sqnr_db
-from lowerkit.pass_infra.inputs import example_input_tuple
-from lowerkit.pass_infra.layers import programs
-from lowerkit.pass_infra.layers.advise import advise_keep_float
-from lowerkit.pass_infra.layers.keep_float import DEFAULT_TARGET_DB
-from lowerkit.pass_infra.layers.metrics import tensor_error
-from lowerkit.pass_infra.layers.points import QuantPoint, shown_inputs
-from lowerkit.pass_infra.layers.programs import FLOAT_VS_QUANTIZED
-from lowerkit.pass_infra.layers.ranges import channel_axis, range_diagnostic
-from lowerkit.pass_infra.layers.report import DebugReport, LayerNumerics
-from lowerkit.pass_infra.layers.values import (
+from lowerkit.pass_infra.helpers.inputs import example_input_tuple
+from lowerkit.pass_infra.numerics import programs
+from lowerkit.pass_infra.numerics.advise import advise_keep_float
+from lowerkit.pass_infra.numerics.keep_float import DEFAULT_TARGET_DB
+from lowerkit.pass_infra.numerics.metrics import tensor_error
+from lowerkit.pass_infra.numerics.points import QuantPoint, shown_inputs
+from lowerkit.pass_infra.numerics.programs import FLOAT_VS_QUANTIZED
+from lowerkit.pass_infra.numerics.ranges import channel_axis, range_diagnostic
+from lowerkit.pass_infra.numerics.report import DebugReport, LayerNumerics
+from lowerkit.pass_infra.numerics.sqnr import sqnr_db
+from lowerkit.pass_infra.numerics.values import (
     counterparts,
     layer_name,
     module_path,

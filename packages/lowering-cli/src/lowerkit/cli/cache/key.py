@@ -28,7 +28,6 @@ import importlib.metadata
 import os
 import platform
 import re
-import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cache
@@ -67,11 +66,6 @@ VECTOR_FLAGS = frozenset(
     {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
      "amx_tile", "asimd", "sve", "sve2", "bf16", "i8mm"}
 )
-
-#: Where ExecuTorch's VGF backend looks for Arm's model converter first (then the packaged one,
-#: then ``model-converter`` on PATH: ``lowerkit.arm_passes.converter.locate_model_converter``).
-CONVERTER_ENV = "MODEL_CONVERTER_PATH"
-CONVERTER_BINARY = "model-converter.exe" if sys.platform.startswith("win") else "model-converter"
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -182,29 +176,20 @@ def _add_converter(digest: _Digest, options: LowerOptions) -> None:
 
 
 def converter_fingerprint() -> str:
-    """The model converter a VGF lowering runs, found as ``arm_passes.converter`` finds it.
+    """The model converter a VGF lowering runs, found by ``arm_passes.converter.find_model_converter``.
 
     A binary named by ``MODEL_CONVERTER_PATH``, or found on ``PATH`` when no package ships one,
     is the user's own: keyed by its bytes. The one ``ai-ml-sdk-model-converter`` installs is
     keyed by that distribution's version (in `toolchain_fingerprint`).
     """
-    user = os.environ.get(CONVERTER_ENV)
-    if user:
-        return f"{CONVERTER_ENV}:{_binary_digest(Path(user))}"
-    packaged = _packaged_converter()
-    if packaged is not None and os.access(packaged, os.X_OK):
-        return "packaged"
-    found = shutil.which(CONVERTER_BINARY)
-    return f"PATH:{_binary_digest(Path(found))}" if found else "none"
+    from lowerkit.arm_passes import (
+        converter,  # only VGF keys need it (a Core ML key loads no Arm module)
+    )
 
-
-def _packaged_converter() -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("model_converter")
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).parent / "binaries" / "bin" / CONVERTER_BINARY
+    source, path = converter.find_model_converter()
+    if path is None or source in ("packaged", "none"):
+        return source
+    return f"{converter.ENV if source == 'user' else 'PATH'}:{_binary_digest(path)}"
 
 
 def _binary_digest(path: Path) -> str:

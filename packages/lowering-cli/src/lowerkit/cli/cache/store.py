@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowerkit.cli.cache.entry import CorruptEntry, Entry
-from lowerkit.pass_infra.files import write_bytes_atomically
+from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
 #: The default size bound of the local cache (LOWERKIT_CACHE_MAX_BYTES overrides it).
 DEFAULT_MAX_BYTES = 2 * 1024**3

@@ -184,9 +184,12 @@ def run_child(connection: socket.socket, request: dict[str, Any], fds: list[int]
 
 
 def preload() -> None:
-    """Import everything a forwarded command would, without running anything."""
+    """Import everything a forwarded command would, without running anything (a lazy package
+    facade's names too: ``lowerkit.arm_passes`` loads them on first use)."""
     for name in PRELOAD:
-        importlib.import_module(name)
+        module = importlib.import_module(name)
+        for public in getattr(module, "__all__", ()):
+            getattr(module, public)
 
 
 def main(argv: list[str] | None = None) -> int:

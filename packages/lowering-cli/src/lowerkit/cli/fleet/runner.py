@@ -108,7 +108,7 @@ def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Ro
     from lowerkit.cli.cache import cached
     from lowerkit.cli.options import LowerOptions
     from lowerkit.cli.progress import Steps
-    from lowerkit.pass_infra.files import write_bytes_atomically
+    from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
     target = targets.get(job.target)
     fields = targets.check_options(target, {"--coreml-passes": job.coreml_passes}, warn=[])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import DEFAULT, SourceOptions
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 if TYPE_CHECKING:
     import torch

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from lowerkit.cli.sources.options import TASKS, SourceOptions
 
-F = TypeVar("F", bound=Callable[..., Any])
 
+def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the source options to a command; its function gets them as one `SourceOptions`, `source_options`."""
 
-def source_options(command: F) -> F:
-    """Add the source options to a command (its function takes weights, task, random_weights, sequence_length, image_size)."""
+    @functools.wraps(command)
+    def with_source_options(
+        *args: Any,
+        weights: Path | None,
+        task: str | None,
+        random_weights: bool,
+        sequence_length: int | None,
+        image_size: int | None,
+        **kwargs: Any,
+    ) -> Any:
+        built = SourceOptions(weights, task, random_weights, sequence_length, image_size)
+        return command(*args, source_options=built, **kwargs)
+
+    decorated: Callable[..., Any] = with_source_options
     for option in reversed(
         (
             click.option("--weights", type=click.Path(path_type=Path), help="Weights for the model's architecture: .safetensors or a state_dict (torch.load weights_only)."),
@@ -24,8 +38,8 @@ def source_options(command: F) -> F:
             click.option("--image-size", type=click.IntRange(min=1), help="hf:DIR / tv:NAME image models: the example image's size."),
         )
     ):
-        command = option(command)
-    return command
+        decorated = option(decorated)
+    return decorated
 
 
 def as_arguments(options: SourceOptions) -> list[str]:

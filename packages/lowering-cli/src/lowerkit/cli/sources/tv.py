@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import DEFAULT, SourceOptions
-from lowerkit.pass_infra.suggest import did_you_mean
+from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from lowerkit.cli.sources.model import ModelSource

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.collector import SETTLED_HEAP
-from lowerkit.pass_infra.deferred_recompile import DEFERRED_RECOMPILE
-from lowerkit.pass_infra.fake_cache import faketensor_cache
-from lowerkit.pass_infra.histogram_search import non_linear_param_search
-from lowerkit.pass_infra.patching import Patch, Replacement, lowering_lock
-from lowerkit.pass_infra.replay import cheaper_replay
-from lowerkit.pass_infra.versions import proven
+from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
+from lowerkit.pass_infra.accelerations.histogram_search import non_linear_param_search
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
+from lowerkit.pass_infra.accelerations.versions import proven_scope
 
 __all__ = ["QUANTIZATION_PROVEN_ON", "accelerated_quantization"]
 
@@ -29,7 +29,7 @@ def _replacements() -> list[Replacement]:
 
 
 #: HistogramObserver's min / max search on Python floats (`histogram_search`).
-HISTOGRAM_SEARCH = Patch("lowerkit.pass_infra.histogram_search", _replacements)
+HISTOGRAM_SEARCH = Patch("lowerkit.pass_infra.accelerations.histogram_search", _replacements)
 
 
 @contextmanager
@@ -45,21 +45,12 @@ def accelerated_quantization() -> Iterator[None]:
     ``PassManager`` call hands them back as plain ``GraphModule``s (``deferred_recompile``), not
     after every pass: the prepared and converted modules are stock's, class, code and graph;
     full garbage collections skip the objects that existed when the block began
-    (``collector.SETTLED_HEAP``).
+    (``settled_heap.SETTLED_HEAP``).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
     versions other than ``QUANTIZATION_PROVEN_ON``.
     """
-    with lowering_lock():
-        if not proven("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization"):
-            yield
-            return
-        with (
-            HISTOGRAM_SEARCH.scope(),
-            cheaper_replay(),
-            DEFERRED_RECOMPILE.scope(),
-            faketensor_cache(),
-            SETTLED_HEAP.scope(),
-        ):
-            yield
+    scopes = (HISTOGRAM_SEARCH.scope(), cheaper_replay(), DEFERRED_RECOMPILE.scope(), faketensor_cache(), SETTLED_HEAP.scope())
+    with proven_scope("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization", *scopes):
+        yield

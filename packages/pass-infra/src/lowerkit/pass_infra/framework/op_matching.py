@@ -16,6 +16,15 @@ from lowerkit.pass_infra._upstream import (
 )
 from lowerkit.pass_infra.errors import PassInfraError
 
+__all__ = [
+    "count_nodes",
+    "declared_keys",
+    "graph_has_target",
+    "graph_modules",
+    "is_targeted",
+    "target_keys",
+]
+
 _PACKET_TYPES = (OpOverloadPacket, EdgeOpOverloadPacket)
 _OVERLOAD_TYPES = (OpOverload, EdgeOpOverload)
 

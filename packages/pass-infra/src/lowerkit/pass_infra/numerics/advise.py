@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lowerkit.pass_infra.layers.keep_float import (
+from lowerkit.pass_infra.numerics.keep_float import (
     DEFAULT_TARGET_DB,
     KeepFloatAdvice,
     Trial,
     search_keep_float,
 )
-from lowerkit.pass_infra.layers.report import DebugReport, Sensitivity
+from lowerkit.pass_infra.numerics.report import DebugReport, Sensitivity
 
 __all__ = ["advise_keep_float"]
 

@@ -15,14 +15,16 @@ from torch.fx import GraphModule
 from torch.fx.node import map_arg
 from torch.fx.passes.infra.pass_base import PassResult
 
-from lowerkit.pass_infra.compare import first_difference
+from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
+from lowerkit.pass_infra.accelerations.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.replay_engine import pipeline_running, realize, vouch_graph
 from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
-from lowerkit.pass_infra.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.replay import cheaper_replay
-from lowerkit.pass_infra.replay_engine import pipeline_running, realize, vouch_graph
-from lowerkit.pass_infra.targeted import reference_copy
-from lowerkit.pass_infra.targets import count_nodes, graph_modules
+from lowerkit.pass_infra.framework.compare import first_difference
+from lowerkit.pass_infra.framework.op_matching import count_nodes, graph_modules
+from lowerkit.pass_infra.framework.targeted_pass import reference_copy
+
+__all__ = ["PassPipeline", "PassRecord", "PipelineReport", "pass_name"]
 
 PassLike = Callable[[GraphModule], Any]
 

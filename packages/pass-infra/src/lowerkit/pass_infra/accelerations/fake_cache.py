@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from lowerkit.pass_infra.accelerations.replay_engine import FAKE_CACHE
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven_scope
 from lowerkit.pass_infra.errors import PassInfraError
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.replay_engine import FAKE_CACHE
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
+
+__all__ = ["EXECUTORCH_NAMESPACES", "faketensor_cache"]
 
 #: The op namespaces ExecuTorch lowering dispatches through FakeTensor, which stock
 #: FakeTensor never caches (it caches aten/prim/prims only).
@@ -44,9 +45,5 @@ def faketensor_cache(namespaces: Iterable[str] = EXECUTORCH_NAMESPACES) -> Itera
         raise PassInfraError(
             f"namespaces {sorted(builtin)} are cached by FakeTensor already; leave them out"
         )
-    with lowering_lock():
-        if not proven("lowerkit-pass-infra", PROVEN_ON, "faketensor_cache"):
-            yield
-            return
-        with FAKE_CACHE.scope(wanted):
-            yield
+    with proven_scope("lowerkit-pass-infra", PROVEN_ON, "faketensor_cache", FAKE_CACHE.scope(wanted)):
+        yield

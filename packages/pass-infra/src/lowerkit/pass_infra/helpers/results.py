@@ -11,7 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from lowerkit.pass_infra.files import write_bytes_atomically
+from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
 __all__ = ["LoweredProgram"]
 

@@ -12,7 +12,7 @@ per table to override and restore CIA kernels) stops building typing aliases per
 from __future__ import annotations
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["CIA_SCAN"]
 

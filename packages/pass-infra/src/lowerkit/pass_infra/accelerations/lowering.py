@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lowerkit.pass_infra.collector import SETTLED_HEAP
-from lowerkit.pass_infra.decompositions import CIA_SCAN
-from lowerkit.pass_infra.fake_cache import faketensor_cache
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.pattern_skip import PATTERN_SKIP
-from lowerkit.pass_infra.provenance import SHARED_PROVENANCE
-from lowerkit.pass_infra.replay import cheaper_replay
-from lowerkit.pass_infra.retrace_skip import RETRACE_SKIP
-from lowerkit.pass_infra.verified_graphs import VERIFIED_GRAPHS
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
+from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
+from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
+from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
+from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
+from lowerkit.pass_infra.accelerations.retrace_skip import RETRACE_SKIP
+from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
+from lowerkit.pass_infra.accelerations.shared_provenance import SHARED_PROVENANCE
+from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven_scope
 
 __all__ = ["accelerated_lowering"]
 
@@ -37,7 +36,7 @@ def accelerated_lowering() -> Iterator[None]:
       for Arm and XNNPACK);
     - torch's Interpreter (every re-trace) shares the provenance chain instead of deep-copying it;
     - full garbage collections skip the objects that existed when the block began
-      (``collector.SETTLED_HEAP``: ``gc.freeze()`` until the last scope exits);
+      (``settled_heap.SETTLED_HEAP``: ``gc.freeze()`` until the last scope exits);
     - the edge verifier's dtype check runs once per distinct graph (``verified_graphs``), not
       on every validation of the same unchanged program.
 
@@ -45,18 +44,7 @@ def accelerated_lowering() -> Iterator[None]:
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
     versions other than ``PROVEN_ON``.
     """
-    with lowering_lock():
-        if not proven("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering"):
-            yield
-            return
-        with (
-            cheaper_replay(),
-            faketensor_cache(),
-            PATTERN_SKIP.scope(),
-            CIA_SCAN.scope(),
-            RETRACE_SKIP.scope(),
-            SHARED_PROVENANCE.scope(),
-            SETTLED_HEAP.scope(),
-            VERIFIED_GRAPHS.scope(),
-        ):
-            yield
+    patches = (PATTERN_SKIP, CIA_SCAN, RETRACE_SKIP, SHARED_PROVENANCE, SETTLED_HEAP, VERIFIED_GRAPHS)
+    scopes = (cheaper_replay(), faketensor_cache(), *(patch.scope() for patch in patches))
+    with proven_scope("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering", *scopes):
+        yield

@@ -12,6 +12,8 @@ from lowerkit.pass_infra._upstream import (
     OpOverloadPacket,
 )
 
+__all__ = ["TARGET_ATTRIBUTES", "discover_targeted_ops"]
+
 #: Attribute names read by `discover_targeted_ops`, in the order they are read.
 #: Arm passes in executorch 1.5.1 use ``target_ops`` (ArmOpTargetedPass, ~97 passes),
 #: ``targeted_ops``, ``_TARGET_OPS``, ``_supported_ops`` and ``_EDGE_OPS``/``_ATEN_OPS``.

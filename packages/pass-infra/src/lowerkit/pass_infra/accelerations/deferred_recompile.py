@@ -24,7 +24,7 @@ from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.pass_infra._upstream import LazyGraphModule
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["DEFERRED_RECOMPILE", "plain_graph_module"]
 
@@ -64,6 +64,6 @@ def call_with_deferred_recompile(self: PassManager, module: Any) -> Any:
 
 #: Held by ``accelerated_quantization()``.
 DEFERRED_RECOMPILE = Patch(
-    "lowerkit.pass_infra.deferred_recompile",
+    "lowerkit.pass_infra.accelerations.deferred_recompile",
     lambda: [Replacement(PassManager, "__call__", call_with_deferred_recompile)],
 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lowerkit.pass_infra.layers.values import (
+from lowerkit.pass_infra.numerics.values import (
     DEQUANTIZE_OPS,
     QUANTIZE_OPS,
     is_op,

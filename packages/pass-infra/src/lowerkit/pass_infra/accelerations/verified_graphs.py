@@ -23,7 +23,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["VERIFIED_GRAPHS", "graph_key"]
 
@@ -141,4 +141,6 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()``; forgets every graph when its last scope closes.
-VERIFIED_GRAPHS = Patch("lowerkit.pass_infra.verified_graphs", _replacements, on_uninstall=[_passed.clear, _target_keys.clear])
+VERIFIED_GRAPHS = Patch(
+    "lowerkit.pass_infra.accelerations.verified_graphs", _replacements, on_uninstall=[_passed.clear, _target_keys.clear]
+)

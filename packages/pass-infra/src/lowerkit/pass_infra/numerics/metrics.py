@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from lowerkit.pass_infra.numerics import sqnr_db
+from lowerkit.pass_infra.numerics.sqnr import sqnr_db
 
 __all__ = ["TensorError", "tensor_error"]
 

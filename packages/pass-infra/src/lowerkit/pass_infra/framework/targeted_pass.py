@@ -30,10 +30,25 @@ from lowerkit.pass_infra._upstream import (
     pytree,
     shared_current_meta,
 )
+from lowerkit.pass_infra.accelerations.replay_engine import (
+    copy_node_direct,
+    in_pipeline,
+    is_vouched,
+    vouch_node,
+)
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 from lowerkit.pass_infra.errors import PassInfraError
-from lowerkit.pass_infra.replay_engine import copy_node_direct, in_pipeline, is_vouched, vouch_node
-from lowerkit.pass_infra.targets import declared_keys, graph_has_target, is_targeted
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
+from lowerkit.pass_infra.framework.op_matching import declared_keys, graph_has_target, is_targeted
+
+__all__ = [
+    "FastCopyInterpreterMixin",
+    "TargetedPass",
+    "as_targeted",
+    "fast_copy_enabled",
+    "fast_copy_node",
+    "reference_copy",
+    "should_run",
+]
 
 _REFERENCE_ATTR = "_lowerkit_reference"
 _FALLBACK = object()
@@ -340,7 +355,7 @@ def as_targeted(
     `targeted_ops` defaults to `discover_targeted_ops(pass_)`. The copy's class is a
     subclass of the pass's class with the same name, so names and isinstance checks hold.
     """
-    from lowerkit.pass_infra.discovery import discover_targeted_ops
+    from lowerkit.pass_infra.framework.discovery import discover_targeted_ops
 
     if not isinstance(pass_, ExportPass):
         raise PassInfraError(

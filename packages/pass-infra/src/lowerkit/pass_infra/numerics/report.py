@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lowerkit.pass_infra.layers.keep_float import KeepFloatAdvice
-from lowerkit.pass_infra.layers.metrics import TensorError
-from lowerkit.pass_infra.layers.ranges import RangeDiagnostic
-from lowerkit.pass_infra.layers.values import moves_data
+from lowerkit.pass_infra.numerics.keep_float import KeepFloatAdvice
+from lowerkit.pass_infra.numerics.metrics import TensorError
+from lowerkit.pass_infra.numerics.ranges import RangeDiagnostic
+from lowerkit.pass_infra.numerics.values import moves_data
 
 __all__ = ["CLEAN_DB", "MOVED_DB", "Bisection", "DebugReport", "LayerNumerics", "Sensitivity"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from lowerkit.pass_infra.layers.points import QuantPoint, quant_points
+from lowerkit.pass_infra.numerics.points import QuantPoint, quant_points
 
 __all__ = ["FLOAT_VS_QUANTIZED", "NoQuantizedLayerError", "float_program", "module_names", "quantized_layers"]
 

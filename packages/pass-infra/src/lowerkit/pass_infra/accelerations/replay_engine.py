@@ -1,6 +1,6 @@
 """The replay engine: lowerkit's cheaper ExportPass replay and wider FakeTensor cache.
 
-Two `Patch`es (see `lowerkit.pass_infra.patching`) held by ``cheaper_replay()`` and
+Two `Patch`es (see `lowerkit.pass_infra.accelerations.patching`) held by ``cheaper_replay()`` and
 ``faketensor_cache()``: `CHEAP_REPLAY` and `FAKE_CACHE`. Every private upstream name is
 reached through `_upstream`; this module is lowerkit's own logic.
 """
@@ -33,7 +33,7 @@ from lowerkit.pass_infra._upstream import (
     pytree,
     shared_node_source,
 )
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = [
     "CHEAP_REPLAY",

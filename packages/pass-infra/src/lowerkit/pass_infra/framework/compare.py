@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+__all__ = ["GraphDifference", "first_difference"]
+
 
 @dataclass(frozen=True)
 class GraphDifference:

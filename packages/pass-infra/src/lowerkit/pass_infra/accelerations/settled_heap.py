@@ -23,7 +23,7 @@ import gc
 import sys
 from contextlib import AbstractContextManager
 
-from lowerkit.pass_infra.patching import Patch
+from lowerkit.pass_infra.accelerations.patching import Patch
 
 __all__ = ["SETTLED_HEAP", "settled_heap"]
 
@@ -59,7 +59,7 @@ def _unfreeze() -> None:
 
 
 #: Held by ``accelerated_lowering()`` and ``accelerated_quantization()``.
-SETTLED_HEAP = Patch("lowerkit.pass_infra.collector", (), on_install=[_freeze], on_uninstall=[_unfreeze])
+SETTLED_HEAP = Patch("lowerkit.pass_infra.accelerations.settled_heap", (), on_install=[_freeze], on_uninstall=[_unfreeze])
 
 
 def settled_heap() -> AbstractContextManager[None]:

@@ -7,9 +7,10 @@ from contextlib import contextmanager
 
 from torch.fx import GraphModule
 
-from lowerkit.pass_infra.patching import lowering_lock
-from lowerkit.pass_infra.replay_engine import CHEAP_REPLAY, ReplayOptions, vouch_graph
-from lowerkit.pass_infra.versions import PROVEN_ON, proven
+from lowerkit.pass_infra.accelerations.replay_engine import CHEAP_REPLAY, ReplayOptions, vouch_graph
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven_scope
+
+__all__ = ["cheaper_replay", "vouch_for"]
 
 
 @contextmanager
@@ -37,12 +38,9 @@ def cheaper_replay(*, reuse_values: bool = True, lazy_recompile: bool = True) ->
     torch / ExecuTorch versions other than ``PROVEN_ON`` it replays the stock way, with an
     ``UnprovenVersionWarning``.
     """
-    with lowering_lock():
-        if not proven("lowerkit-pass-infra", PROVEN_ON, "cheaper_replay"):
-            yield
-            return
-        with CHEAP_REPLAY.scope(ReplayOptions(reuse_values, lazy_recompile)):
-            yield
+    options = ReplayOptions(reuse_values, lazy_recompile)
+    with proven_scope("lowerkit-pass-infra", PROVEN_ON, "cheaper_replay", CHEAP_REPLAY.scope(options)):
+        yield
 
 
 def vouch_for(graph_module: GraphModule) -> None:

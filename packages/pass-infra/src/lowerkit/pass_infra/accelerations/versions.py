@@ -15,9 +15,12 @@ import importlib
 import inspect
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from importlib import metadata
 from typing import Any
+
+from lowerkit.pass_infra.accelerations.patching import lowering_lock
 
 __all__ = [
     "ALLOW_UNPROVEN_ENV",
@@ -26,6 +29,7 @@ __all__ = [
     "changed_sources",
     "installed_versions",
     "proven",
+    "proven_scope",
     "source_hash",
     "unproven_differences",
 ]
@@ -130,3 +134,21 @@ def changed_sources(expected: Mapping[str, tuple[str, str]]) -> list[str]:
         if actual != digest:
             lines.append(f"{name} changed ({digest} -> {actual}): re-read {reread}")
     return lines
+
+
+@contextmanager
+def proven_scope(
+    package: str, proven_on: Mapping[str, str], what: str, *scopes: AbstractContextManager[Any]
+) -> Iterator[None]:
+    """Hold the lowering lock and, when `package`'s `what` may run (`proven`), `scopes` in order.
+
+    On other versions the block runs stock (none of `scopes` is entered), warned once.
+    """
+    with lowering_lock():
+        if not proven(package, proven_on, what):
+            yield
+            return
+        with ExitStack() as stack:
+            for scope in scopes:
+                stack.enter_context(scope)
+            yield

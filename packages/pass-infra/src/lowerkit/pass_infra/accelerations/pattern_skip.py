@@ -18,7 +18,7 @@ from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["PATTERN_SKIP", "cannot_match", "pattern_passes"]
 
@@ -59,4 +59,4 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()``: pattern passes skip patterns that cannot match.
-PATTERN_SKIP = Patch("lowerkit.pass_infra.pattern_skip", _replacements)
+PATTERN_SKIP = Patch("lowerkit.pass_infra.accelerations.pattern_skip", _replacements)

@@ -11,7 +11,7 @@ grows with every pass, so the copies do too. `SHARED_PROVENANCE` makes it share 
 from __future__ import annotations
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["SHARED_PROVENANCE"]
 

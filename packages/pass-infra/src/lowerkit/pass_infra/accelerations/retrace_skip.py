@@ -36,15 +36,16 @@ from typing import Any
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from lowerkit.pass_infra import _upstream, local_decomposition
-from lowerkit.pass_infra.local_decomposition import (
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations import local_decomposition
+from lowerkit.pass_infra.accelerations.local_decomposition import (
     decompose_locally,
     emulation_blocker,
     is_multi_output,
     is_output_getitem,
     output_getitems,
 )
-from lowerkit.pass_infra.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = [
     "RETRACE_SKIP",
@@ -73,7 +74,7 @@ def decomposition_fallbacks() -> Iterator[list[DecompositionFallback]]:
     """Yield a list that gets every whole-program re-trace lowerkit's ``run_decompositions`` falls back to in this thread.
 
     An empty list after the block means every ``run_decompositions`` inside it stayed local.
-    Each fallback is also logged (``lowerkit.pass_infra.retrace_skip``, INFO).
+    Each fallback is also logged (``lowerkit.pass_infra.accelerations.retrace_skip``, INFO).
     """
     sink: list[DecompositionFallback] = []
     previous = getattr(_SINKS, "sinks", ())
@@ -224,6 +225,6 @@ def run_decompositions(
 
 #: Held by ``accelerated_lowering()``.
 RETRACE_SKIP = Patch(
-    "lowerkit.pass_infra.retrace_skip",
+    "lowerkit.pass_infra.accelerations.retrace_skip",
     lambda: [Replacement(ExportedProgram, "run_decompositions", run_decompositions)],
 )
