@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,9 +47,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``LOWERKIT_CPU_RERUN=1``, deselect this directory's tests not marked ``cpu_rerun``."""
     if os.environ.get(CPU_RERUN) != "1":
         return
-    deselected = [item for item in items if item.get_closest_marker("cpu_rerun") is None]
+    here = Path(__file__).parent
+
+    def skipped(item: pytest.Item) -> bool:
+        return item.path.is_relative_to(here) and item.get_closest_marker("cpu_rerun") is None
+
+    deselected = [item for item in items if skipped(item)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if item.get_closest_marker("cpu_rerun") is not None]
+        items[:] = [item for item in items if not skipped(item)]
