@@ -3,9 +3,10 @@
 The models are the benchmark corpus's (`bench.corpus`: ``tv:resnet18`` at 64x64, ``hf:bert_tiny``
 from its ``save_pretrained`` folder, ``et:lstm``), lowered here, now, by ExecuTorch's public-API
 flow and by lowerkit (`bench.realworld_flows`, the benchmark's own flows); nothing is compared
-with recorded bytes. Arm (TOSA-1.0+INT): stock vs ``lower_to_arm`` on every model, and vs the
-drop-in accelerators on the transformer (the benchmark checks the drop-in on every case): the
-same TOSA flatbuffers and ``.pte`` bytes. Core ML (fp16, int8): stock runs in
+with recorded bytes. Arm (TOSA-1.0+INT): stock vs ``lower_to_arm`` on every model: the same TOSA
+flatbuffers and ``.pte`` bytes. (The drop-in accelerators around ExecuTorch's public flow are
+compared with stock on a transformer in tests/arm/test_transformer_sameness.py, and on every
+case by the benchmark.) Core ML (fp16, int8): stock runs in
 its own process (``real_models.coreml_stock``: the two Core ML backends cannot share one);
 lowerkit's payloads hold the same canonical Core ML model (spec, weights, metadata but the
 identifier, manifest but the item ids). Each lowering is done once per module (fixtures).
@@ -27,7 +28,7 @@ from real_models.coreml_stock import canonical_files
 MODELS = list(CI_MODELS)
 ARM_TARGET = "TOSA-1.0+INT"
 #: (model, lowerkit side) pairs compared with stock on Arm.
-ARM_CASES = [(m, "api") for m in MODELS] + [("hf:bert_tiny", "dropin")]
+ARM_CASES = [(m, "api") for m in MODELS]
 #: Core ML cases: fp16 on every model, static int8 on the CNN.
 COREML_CASES = [(m, "coreml-fp16") for m in MODELS] + [("tv:resnet18", "coreml-int8")]
 

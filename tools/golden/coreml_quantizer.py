@@ -285,6 +285,17 @@ def upstream_pattern_getters(
             setattr(utils, name, getter)
 
 
+def seed_pattern_memo(descriptor: list[Any], pattern: Any) -> None:
+    """An ``on_build`` for `upstream_pattern_getters`: keep a deep copy of the first trace of each
+    pattern, so that a later ``memoize=True`` run hands out copies of these very traces instead of
+    tracing each pattern again (the memo's own first trace is the same kind of trace)."""
+    import copy
+
+    key = json.dumps(descriptor)
+    if key not in _PATTERN_MEMO:
+        _PATTERN_MEMO[key] = copy.deepcopy(pattern)
+
+
 def record_upstream_patterns() -> list[dict[str, Any]]:
     """Every pattern ExecuTorch traces for one global-config annotation, in order."""
     from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer
