@@ -51,6 +51,14 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def _geomean_groups(cases: list[dict[str, Any]]) -> list[tuple[str, set[str]]]:
+    """Each backend (Arm, Core ML) with more than one target, then each target: (label, targets)."""
+    targets = list(dict.fromkeys(c["target"] for c in cases))
+    coreml = {t for t in targets if t.startswith("coreml")}
+    families = [("Arm", set(targets) - coreml), ("Core ML", coreml)]
+    return [f for f in families if len(f[1]) > 1] + [(t, {t}) for t in targets]
+
+
 def table(reports: list[dict[str, Any]]) -> str:
     """The Markdown section: how it was run, one row per model x target, failures, geomeans."""
     cases = [c for r in reports for c in r["cases"]]
@@ -89,10 +97,10 @@ def table(reports: list[dict[str, Any]]) -> str:
     for side in sides:
         if side == "stock":
             continue
-        for family in ("arm", "coreml"):
-            ratios = [c["ratios"][side] for c in cases if side in c["ratios"] and c["target"].startswith("coreml") == (family == "coreml")]
+        for label, members in _geomean_groups(cases):
+            ratios = [c["ratios"][side] for c in cases if side in c["ratios"] and c["target"] in members]
             if ratios:
-                lines.append(f"Geomean {SIDE_LABELS[side]} / stock, {'Core ML' if family == 'coreml' else 'Arm'}: "
+                lines.append(f"Geomean {SIDE_LABELS[side]} / stock, {label}: "
                              f"{_geomean(ratios):.2f}x over {len(ratios)} cases (min {min(ratios):.2f}x).")  # fmt: skip
     fallbacks = [(c, s, f) for c in cases for s, v in c["sides"].items() for f in v.get("decomposition_fallbacks", [])]
     if fallbacks:

@@ -29,3 +29,13 @@ def test_the_table_names_each_fallback_and_why():
 def test_the_table_says_when_every_decomposition_stayed_local():
     assert "stayed local" in table([_report([])])
     assert "stayed local" not in table([_report(None)])  # records from before the field existed
+
+
+def test_geomeans_per_target_and_per_backend_with_several_targets():
+    first, second = _report(None), _report(None)
+    second["cases"][0] = {**second["cases"][0], "target": "TOSA-1.0+FP", "ratios": {"dropin": 8.0}}
+    text = table([first, second])
+    assert "Geomean drop-in / stock, Arm: 4.00x over 2 cases (min 2.00x)." in text
+    assert "Geomean drop-in / stock, TOSA-1.0+INT: 2.00x over 1 cases (min 2.00x)." in text
+    assert "Geomean drop-in / stock, TOSA-1.0+FP: 8.00x over 1 cases (min 8.00x)." in text
+    assert "Core ML" not in text  # no Core ML case, and one target is no backend line of its own
