@@ -226,3 +226,31 @@ def test_nodes_after_a_changed_one_reuse_their_values_and_match_stock():
     first_abs = next(i for i, n in enumerate(nodes) if n.target == E.abs.default)
     after = [n for n in nodes[first_abs + 1 :] if n.target != E.abs.default]
     assert after and all(n.meta["val"] is old[n.name] for n in after)
+
+
+class _AddThenMul(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.sin((x + y) * y)
+
+
+def test_a_delegate_call_reuses_its_value_and_matches_stock():
+    """A delegate call's value is its lowered module run in fake mode (unlift, build a module, run
+    it): with the same module and inputs the recorded value is reused, as for any other node."""
+    from executorch.exir import to_edge
+    from executorch.exir.backend.test.op_partitioner_demo import AddMulPartitionerDemo
+    from executorch.exir.delegate import executorch_call_delegate
+
+    inputs = (torch.randn(2, 3), torch.randn(2, 3))
+    edge = to_edge(torch.export.export(_AddThenMul(), inputs)).to_backend(AddMulPartitionerDemo())
+    with cheaper_replay():
+        first = run_stock(Noop(), edge.exported_program().graph_module)  # dispatched: not vouched for
+    old = next(n for n in first.graph.nodes if n.target is executorch_call_delegate).meta["val"]
+    stock = run_stock(Noop(), first)
+    with cheaper_replay():
+        cheap = run_stock(Noop(), first)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    delegate = next(n for n in cheap.graph.nodes if n.target is executorch_call_delegate)
+    assert [v is o for v, o in zip(delegate.meta["val"], old, strict=True)] == [True]
+    stock_val = next(n for n in stock.graph.nodes if n.target is executorch_call_delegate).meta["val"]
+    assert stock_val[0] is not old[0]

@@ -259,6 +259,16 @@ def _returns_alias(target: Any) -> bool:
         return aliasing
 
 
+def _is_attribute_of(new: Any, old: Node) -> bool:
+    """True when `new` is the module `old` (a ``get_attr`` node) reads: a delegate call's lowered module."""
+    if old.op != "get_attr" or not isinstance(new, torch.nn.Module):
+        return False
+    owner: Any = old.graph.owning_module
+    for part in str(old.target).split("."):
+        owner = getattr(owner, part, None)
+    return owner is new
+
+
 def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
     """True when `new` (call_operator arguments) is exactly what node args `old` recorded.
 
@@ -269,7 +279,7 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
     """
     if isinstance(old, Node):
         if type(new) is not ProxyValue:
-            return False
+            return _is_attribute_of(new, old)
         recorded = old.meta.get("val", _MISSING)
         data = new.data
         return (
