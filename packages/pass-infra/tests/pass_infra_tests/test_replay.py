@@ -254,3 +254,27 @@ def test_a_delegate_call_reuses_its_value_and_matches_stock():
     assert [v is o for v, o in zip(delegate.meta["val"], old, strict=True)] == [True]
     stock_val = next(n for n in stock.graph.nodes if n.target is executorch_call_delegate).meta["val"]
     assert stock_val[0] is not old[0]
+
+
+class _Views(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x).view(2, 12).t()
+        return torch.sigmoid(y.reshape(3, 8) + 1.0).permute(1, 0)
+
+
+def test_torchs_copy_of_the_pass_base_replays_cheaper_with_stock_results():
+    """ExecuTorch's edge stage runs torch's ReplaceViewOpsWithViewCopyOpsPass, built on torch's own
+    copy of the ExportPass base: the cheaper replay covers it, with stock's graph and metadata."""
+    from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import ReplaceViewOpsWithViewCopyOpsPass
+
+    gm = torch.export.export(_Views(), (torch.randn(2, 3, 4),)).run_decompositions({}).graph_module
+    vouch_for(gm)
+    old = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function"}
+    stock = run_stock(ReplaceViewOpsWithViewCopyOpsPass(), gm)
+    with cheaper_replay():
+        cheap = run_stock(ReplaceViewOpsWithViewCopyOpsPass(), gm)
+    assert "view_copy" in cheap.code
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    relu = next(n for n in cheap.graph.nodes if n.target == torch.ops.aten.relu.default)
+    assert relu.meta["val"] is old[relu.name]

@@ -20,6 +20,8 @@ import torch.fx.experimental.proxy_tensor as _proxy_tensor
 import torch.fx.proxy as _fx_proxy
 import torch.fx.traceback as _fx_traceback
 from executorch.exir import pass_base as _pass_base
+from torch._export import pass_base as _torch_pass_base
+from torch._export.pass_infra.proxy_value import ProxyValue as _TorchProxyValue
 from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
 from executorch.exir.pass_base import ExportPass, NodeMetadata, ProxyValue
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
@@ -41,6 +43,8 @@ __all__ = [
     "EdgeOpOverloadPacket",
     "ExportPass",
     "ExportPassBase",
+    "TorchExportPassBase",
+    "TorchProxyValue",
     "FakeTensor",
     "FakeTensorMode",
     "LazyGraphModule",
@@ -104,6 +108,8 @@ __all__ = [
     "stock_set_cache_key",
     "stock_set_cache_key_for_shape_env",
     "stock_set_metadata",
+    "stock_torch_fx",
+    "stock_torch_set_metadata",
     "stock_validate_cache_key",
     "stock_validate_snapshots",
     "target_to_str",
@@ -118,6 +124,14 @@ __all__ = [
 
 #: ExecuTorch's private base class of ExportPass (where run_node and call live).
 ExportPassBase: Any = _pass_base._ExportPassBase
+#: torch's own copy of that base (``torch._export.pass_base``), which ExecuTorch's edge stage
+#: runs ``ReplaceViewOpsWithViewCopyOpsPass`` on.
+TorchExportPassBase: Any = _torch_pass_base._ExportPassBaseDeprecatedDoNotUse
+#: Its unpatched ``_fx`` (which also records unbacked-symbol bindings after a dispatch).
+stock_torch_fx: Callable[..., Any] = TorchExportPassBase._fx
+stock_torch_set_metadata: Callable[..., Any] = TorchExportPassBase.ExportTracer.set_metadata
+#: torch's copy of ExecuTorch's ProxyValue (what `TorchExportPassBase` passes hand around).
+TorchProxyValue: Any = _TorchProxyValue
 #: The symbolic-math callables ExportInterpreter routes to ``call_sym``.
 TORCH_SYM_OPS: frozenset[Any] = frozenset(_pass_base._TORCH_SYM_OPS)
 #: ExportPass's interpreter class (whose run_node the cheaper replay replaces).
@@ -351,7 +365,7 @@ def lazy_call_submodule(
     graph_module: Any,
     inputs: Any,
     data_of: Callable[[Any], Any],
-    validate: Callable[[Any, Any, Any], None],
+    validate: Callable[[Any, Any, Any], None] | None,
 ) -> Any:
     """Copy of ``_ExportPassBase.call_submodule`` building a _LazyGraphModule.
 
@@ -359,6 +373,8 @@ def lazy_call_submodule(
     replays the graph node by node without ever running that code. It also builds an
     empty GraphModule for a throwaway interpreter per call; one is shared here. `data_of`
     maps the inputs' ProxyValues to their data; `validate` is the symbolic-input check.
+    With `validate` None it is torch's copy of the method (`TorchExportPassBase`), which
+    neither validates nor copies the graph module's ``meta``.
     """
     prev_tracer, self.tracer = self.tracer, self.ExportTracer(self, graph_module.graph._codegen)
     self.tracer.fake_tensor_mode = prev_tracer.fake_tensor_mode
@@ -368,8 +384,9 @@ def lazy_call_submodule(
     with _fx_traceback.preserve_node_meta():
         interpreter.run(*inputs_data)
     new_graph_module = _LazyGraphModule(self.tracer.root, self.tracer.graph)
-    validate(self, graph_module, new_graph_module)
-    new_graph_module.meta = graph_module.meta.copy()
+    if validate is not None:
+        validate(self, graph_module, new_graph_module)
+        new_graph_module.meta = graph_module.meta.copy()
     self.tracer = prev_tracer
     self.interpreter = prev_interpreter
     return PassResult(new_graph_module, True)

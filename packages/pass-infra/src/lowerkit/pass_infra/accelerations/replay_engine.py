@@ -30,6 +30,8 @@ from lowerkit.pass_infra._upstream import (
     OpOverload,
     ProxyValue,
     StockInterpreter,
+    TorchExportPassBase,
+    TorchProxyValue,
     pytree,
     shared_node_source,
 )
@@ -278,7 +280,7 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
     their inputs (a view's value shares its input's storage, which would be the old one).
     """
     if isinstance(old, Node):
-        if type(new) is not ProxyValue:
+        if type(new) not in _PROXY_VALUES:
             return _is_attribute_of(new, old)
         recorded = old.meta.get("val", _MISSING)
         data = new.data
@@ -291,7 +293,7 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
             )
             or (equal_metadata and _same_fake_metadata(data, recorded))
         )
-    if type(new) is ProxyValue:
+    if type(new) in _PROXY_VALUES:
         return False
     if isinstance(old, (list, tuple)):
         if not isinstance(new, (list, tuple)) or len(new) != len(old):
@@ -301,7 +303,17 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
             # Plain values only (a rescale's per-channel scales can be hundreds long): the
             # element checks below (same type, ==), made in C.
             return all(map(operator.is_, map(type, new), old_types)) and all(map(operator.eq, new, old))
-        return all(_same_inputs(a, b, equal_metadata) for a, b in zip(new, old, strict=True))
+        for a, b in zip(new, old, strict=True):
+            # The common elements inline (a call per element is most of this check's cost).
+            if type(b) is Node and type(a) in _PROXY_VALUES:
+                if a.data is not b.meta.get("val", _MISSING) and not _same_inputs(a, b, equal_metadata):
+                    return False
+            elif type(b) in _PLAIN_ARG_TYPES:
+                if type(a) is not type(b) or a != b:
+                    return False
+            elif not _same_inputs(a, b, equal_metadata):
+                return False
+        return True
     if isinstance(old, dict):
         return (
             isinstance(new, dict)
@@ -344,15 +356,38 @@ def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: A
     was (same op, inputs and metadata: a pass that leaves it alone) is copied as fast-copy does."""
     node = getattr(_replay_tls, "node", None)
     val = _recorded_value(self, kind, target, args, kwargs)
-    result = None
     if val is _MISSING:
-        val = _dispatch(self, kind, target, args, kwargs)
-    elif node is not None and type(val) is FakeTensor and _unchanged_meta(meta, node.meta):
-        result = _copied_node(self, node, target, args, kwargs, val)
-    if result is None:
-        result = _traced_node(self, kind, target, args, kwargs, meta, val)
+        result = _traced_node(self, kind, target, args, kwargs, meta, _dispatch(self, kind, target, args, kwargs))
+    else:
+        result = _node_for_recorded(self, node, kind, target, args, kwargs, meta, val)
     vouch_node(result.node)
     return result
+
+
+def _cheap_torch_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
+    """torch's copy of ``_fx`` (`TorchExportPassBase`) as `_cheap_fx` makes it cheaper; a node
+    that needs a dispatch takes torch's own ``_fx``, which also records unbacked-symbol bindings
+    (a reused value made no new symbol, so stock records none for it)."""
+    node = getattr(_replay_tls, "node", None)
+    val = _recorded_value(self, kind, target, args, kwargs)
+    if val is _MISSING:
+        result = _upstream.stock_torch_fx(self, kind, target, args, kwargs, meta)
+    else:
+        result = _node_for_recorded(self, node, kind, target, args, kwargs, meta, val)
+    vouch_node(result.node)
+    return result
+
+
+def _node_for_recorded(
+    self: Any, node: Node | None, kind: str, target: Any, args: Any, kwargs: Any, meta: Any, val: Any
+) -> ProxyValue:
+    """The traced node for a reused recorded value: copied as fast-copy copies it when the pass
+    re-creates `node` exactly as it was, else traced as stock traces it."""
+    if node is not None and type(val) is FakeTensor and _unchanged_meta(meta, node.meta):
+        copied = _copied_node(self, node, target, args, kwargs, val)
+        if copied is not None:
+            return copied
+    return _traced_node(self, kind, target, args, kwargs, meta, val)
 
 
 def _unchanged_meta(meta: Any, old: dict[str, Any]) -> bool:
@@ -391,7 +426,7 @@ def _copied_node(
     if node is None:
         return None
     tracer.set_metadata(node, val)
-    return ProxyValue(val, tracer.proxy(node))
+    return _proxy_value_class(self)(val, tracer.proxy(node))
 
 
 def _cheap_set_metadata(self: Any, node: Node, value: Any) -> None:
@@ -401,6 +436,15 @@ def _cheap_set_metadata(self: Any, node: Node, value: Any) -> None:
         node.meta["tensor_meta"] = None
         return
     _upstream.stock_set_metadata(self, node, value)
+
+
+def _cheap_torch_set_metadata(self: Any, node: Node, value: Any) -> None:
+    """`_cheap_set_metadata` for torch's copy of the tracer (the same method, line for line)."""
+    if type(value) is FakeTensor:
+        node.meta["val"] = value
+        node.meta["tensor_meta"] = None
+        return
+    _upstream.stock_torch_set_metadata(self, node, value)
 
 
 _LAZY_DEBUG_STR = _LazyDebugStr()
@@ -428,6 +472,8 @@ def _cheap_run_node(self: Any, n: Node) -> Any:
 # functions below give the same results directly and defer to the stock code for anything
 # else.
 
+#: ExecuTorch's ProxyValue and torch's copy of it (`TorchExportPassBase` passes).
+_PROXY_VALUES: frozenset[type] = frozenset({ProxyValue, TorchProxyValue})
 #: Argument types every create_arg layer of ExportPass.ExportTracer returns unchanged.
 _PLAIN_ARG_TYPES: frozenset[type] = frozenset(
     {
@@ -461,7 +507,7 @@ def _fast_create_arg(self: Any, a: Any) -> Any:
 def map_proxy_values(fn: Callable[[ProxyValue], Any], tree: Any) -> Any:
     """``pytree.tree_map_only(ProxyValue, fn, tree)``, direct for tuples, lists, dicts and plain leaves."""
     kind = type(tree)
-    if kind is ProxyValue:
+    if kind is ProxyValue or kind is TorchProxyValue:
         return fn(tree)
     if kind in _PYTREE_LEAF_TYPES:
         return tree
@@ -475,7 +521,7 @@ def map_proxy_values(fn: Callable[[ProxyValue], Any], tree: Any) -> Any:
         return immutable_list([map_proxy_values(fn, e) for e in tree])
     if kind is immutable_dict:
         return immutable_dict({k: map_proxy_values(fn, v) for k, v in tree.items()})
-    return pytree.tree_map_only(ProxyValue, fn, tree)
+    return pytree.tree_map_only((ProxyValue, TorchProxyValue), fn, tree)
 
 
 def _data_of(value: ProxyValue) -> Any:
@@ -503,7 +549,12 @@ def _traced_node(
     res_proxy = self.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
     res_proxy.node.meta.update(meta.data)
     self.tracer.set_metadata(res_proxy.node, value)
-    return ProxyValue(value, res_proxy)
+    return _proxy_value_class(self)(value, res_proxy)
+
+
+def _proxy_value_class(pass_: Any) -> Any:
+    """The ProxyValue class `pass_`'s base hands around (ExecuTorch's, or torch's copy)."""
+    return TorchProxyValue if isinstance(pass_, TorchExportPassBase) else ProxyValue
 
 
 def validate_symbolic_inputs(pass_: Any, old: Any, new: Any) -> None:
@@ -538,6 +589,11 @@ def _lazy_call_submodule(self: Any, graph_module: Any, inputs: Any) -> Any:
     )
 
 
+def _lazy_torch_call_submodule(self: Any, graph_module: Any, inputs: Any) -> Any:
+    """torch's copy of ``call_submodule`` (`TorchExportPassBase`) building a _LazyGraphModule."""
+    return _upstream.lazy_call_submodule(self, graph_module, inputs, _map_data, None)
+
+
 def realize(graph_module: Any) -> None:
     """Generate the code of a lazily built graph module (and its nested ones) now."""
     for module in graph_module.modules():
@@ -554,6 +610,14 @@ def _replay_replacements() -> list[Replacement]:
         Replacement(ExportPassBase, "_fx", _cheap_fx, enabled=lambda o: o.reuse_values),
         Replacement(
             ExportPassBase, "call_submodule", _lazy_call_submodule, enabled=lambda o: o.lazy_recompile
+        ),
+        # torch's copy of the same base (ExecuTorch's edge stage runs ReplaceViewOpsWithViewCopyOpsPass on it)
+        Replacement(TorchExportPassBase.ExportInterpreter, "run_node", _cheap_run_node),
+        Replacement(TorchExportPassBase, "node_debug_str", _LAZY_DEBUG_STR, dispatch=False),
+        Replacement(TorchExportPassBase.ExportTracer, "set_metadata", _cheap_torch_set_metadata),
+        Replacement(TorchExportPassBase, "_fx", _cheap_torch_fx, enabled=lambda o: o.reuse_values),
+        Replacement(
+            TorchExportPassBase, "call_submodule", _lazy_torch_call_submodule, enabled=lambda o: o.lazy_recompile
         ),
     ]
 

@@ -46,6 +46,7 @@ from lowerkit.pass_infra.accelerations.local_decomposition import (
     output_getitems,
 )
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.replay_engine import vouch_graph
 
 __all__ = [
     "RETRACE_SKIP",
@@ -140,7 +141,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
                 decomposing.append(node)
                 continue
             target = _upstream.functional_variant(target)
-        decomposes = target in table or _retargeted(node) or _decomposes_by_itself(target)
+        decomposes = target in table or _retargeted(node) or _decomposes_by_itself(target, node)
         if decomposes:
             decomposing.append(node)
             if is_multi_output(node):
@@ -184,10 +185,19 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
     return None
 
 
-def _decomposes_by_itself(op: Any) -> bool:
+def _decomposes_by_itself(op: Any, node: Node) -> bool:
     """Whether a trace may record something else for `op` that the table does not decompose: a
-    view, or a CompositeImplicitAutograd op ``run_decompositions`` does not keep."""
-    return _upstream.decomposes_by_itself(op) and not _upstream.preservable_cia(op)
+    CompositeImplicitAutograd op ``run_decompositions`` does not keep, or a view that no trace
+    recorded as it is (functionalization records a traced view as that view again)."""
+    if not _upstream.decomposes_by_itself(op) or _upstream.preservable_cia(op):
+        return False
+    return _upstream.has_cia_kernel(op) or node.target is not op or not _traced_as_itself(node)
+
+
+def _traced_as_itself(node: Node) -> bool:
+    """Whether `node`'s last trace recorded its very operator (``original_aten``, by name)."""
+    original = node.meta.get("original_aten")
+    return isinstance(original, _upstream.OpOverload) and original.name() == node.target.name()
 
 
 def _retargeted(node: Node) -> bool:
@@ -220,6 +230,8 @@ def run_decompositions(
     if result is None:
         _record_fallback(self, blocker or "")
         result = _upstream.STOCK_RUN_DECOMPOSITIONS(self, decomp_table, decompose_custom_triton_ops)
+    # Every value in a traced program is what its op gives its inputs: the next replay may reuse them.
+    vouch_graph(result.graph_module)
     return result
 
 
