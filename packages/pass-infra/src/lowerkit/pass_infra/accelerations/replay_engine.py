@@ -49,7 +49,6 @@ __all__ = [
     "map_proxy_values",
     "pipeline_running",
     "plainly_static",
-    "realize",
     "validate_symbolic_inputs",
     "vouch_graph",
     "vouch_node",
@@ -592,13 +591,6 @@ def _lazy_call_submodule(self: Any, graph_module: Any, inputs: Any) -> Any:
 def _lazy_torch_call_submodule(self: Any, graph_module: Any, inputs: Any) -> Any:
     """torch's copy of ``call_submodule`` (`TorchExportPassBase`) building a _LazyGraphModule."""
     return _upstream.lazy_call_submodule(self, graph_module, inputs, _map_data, None)
-
-
-def realize(graph_module: Any) -> None:
-    """Generate the code of a lazily built graph module (and its nested ones) now."""
-    for module in graph_module.modules():
-        if isinstance(module, _upstream.LazyGraphModule):
-            module.real_recompile()
 
 
 def _replay_replacements() -> list[Replacement]:

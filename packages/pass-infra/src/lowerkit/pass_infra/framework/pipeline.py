@@ -18,7 +18,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
-from lowerkit.pass_infra.accelerations.replay_engine import pipeline_running, realize, vouch_graph
+from lowerkit.pass_infra.accelerations.replay_engine import pipeline_running, vouch_graph
 from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
 from lowerkit.pass_infra.framework.compare import first_difference
 from lowerkit.pass_infra.framework.op_matching import count_nodes, graph_modules
@@ -202,7 +202,8 @@ class PassPipeline:
             # A pass that edits the graph in place leaves the code stale (PassManager would
             # have recompiled after it): generate it once, here (lazily for a lazy module).
             graph_module.recompile()
-        realize(graph_module)
+        # A replay's module generates its code on first use (forward, .code, pickling), as the
+        # backend that reads only its graph never asks for it.
         return graph_module, PipelineReport(tuple(rows))
 
     def _run_one(
