@@ -89,29 +89,24 @@ def collect_reports(sink: list[PipelineReport]) -> Iterator[None]:
 class _ProgramState:
     """The shallow exported-program copy upstream's ExportedProgramPassManager threads through passes.
 
-    `stale` is True while node metadata may not be what a replay would compute (a pass edited
-    the graph in place and relied on the next pass's replay to refresh it); then no pass may
-    fast-copy nodes, since fast-copy carries metadata over instead of recomputing it.
+    A pass that edits the graph in place may leave node metadata that is not what a replay
+    would compute (relying on the next pass's replay to refresh it). Fast-copy and value reuse
+    take over only nodes pass-infra vouches for (made by a replay, or in the pipeline's input,
+    and unchanged since, inputs' values included): an edited node, or a user of one whose
+    value changed, is replayed and re-dispatched as stock replays it.
     """
 
     def __init__(self, program: ExportedProgram) -> None:
         self.program = program
-        self.stale = True
-
-
-def _replays_only(graph_pass: Any) -> bool:
-    """True when the pass's call() is ExportPass's: its output is exactly a replay of its input."""
-    return type(graph_pass).call is ExportPass.call
 
 
 class _ArmStep:
     """One pipeline entry: run a pass on the program's graph with upstream's adapter bookkeeping.
 
     Skipping is upstream's own (ArmPass.should_run_pass, called inside the pass). The fast
-    instance (fast-copy of untargeted nodes) runs only while the metadata is fresh, else the
-    upstream instance replays. With `verify`, the upstream instance is first run the stock
-    way on deep copies, and the result must match (node names included) or
-    PassEquivalenceError is raised.
+    instance (fast-copy of untargeted nodes it vouches for) runs. With `verify`, the upstream
+    instance is first run the stock way on deep copies, and the result must match (node names
+    included) or PassEquivalenceError is raised.
     """
 
     def __init__(
@@ -140,14 +135,7 @@ class _ArmStep:
                 reference_program.graph_module,
                 self.__name__,
             ).graph_module
-        fast = self.graph_pass
-        uses_fast_copy = fast is not self.original and fast_copy_enabled(fast)
-        chosen = self.original if uses_fast_copy and self.state.stale else fast
-        result = _run_on_program(chosen, program, graph_module, self.__name__)
-        if result.graph_module is not graph_module and _replays_only(chosen):
-            self.state.stale = False  # the pass's output is a fresh replay
-        elif result.modified:
-            self.state.stale = True
+        result = _run_on_program(self.graph_pass, program, graph_module, self.__name__)
         if reference is not None:
             _check_same(self.__name__, reference, result.graph_module)
             self.verified += 1
