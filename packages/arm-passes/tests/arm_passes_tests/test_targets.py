@@ -6,7 +6,7 @@ import pytest
 from executorch.exir.pass_base import ExportPass
 
 from lowerkit.arm_passes import ARM_TARGETS, PassTargets, arm_pipeline_passes, audit, targets_of
-from lowerkit.arm_passes.targets import LISTED_TARGETS, WHOLE_GRAPH
+from lowerkit.arm_passes.targets import LISTED_TARGETS, REPLAY_AFTER_IN_PLACE_EDITS, WHOLE_GRAPH
 
 #: Pipeline lengths ExecuTorch 1.5.1's ArmPassManager builds (U55 has no DecomposeMaskedFillPass;
 #: U65 compiles to the same "+u55" TOSA subset).
@@ -92,3 +92,20 @@ def test_vgf_pipelines_are_tosa_with_the_vgf_passes(pipelines: dict[str, list[ob
         assert [n for n in names if n not in VGF_ONLY] == [type(p).__name__ for p in pipelines[tosa]]
     after = {type(p).__name__ for p in arm_pipeline_passes("TOSA-1.0+INT")}
     assert not VGF_ONLY & after
+
+
+def test_passes_that_fast_copy_after_in_place_edits_replay_with_exportpass_call(
+    pipelines: dict[str, list[object]],
+) -> None:
+    """Each REPLAY_AFTER_IN_PLACE_EDITS entry is a targeted pass whose own call() ends in one
+    ExportPass replay (``super().call``) and whose call_operator is ArmPass's or its own."""
+    import inspect
+
+    passes = {type(p).__name__: p for ps in pipelines.values() for p in ps}
+    assert REPLAY_AFTER_IN_PLACE_EDITS <= set(passes), REPLAY_AFTER_IN_PLACE_EDITS - set(passes)
+    for name in REPLAY_AFTER_IN_PLACE_EDITS:
+        graph_pass = passes[name]
+        entry = targets_of(graph_pass)
+        assert entry is not None and entry.ops is not None, name
+        assert type(graph_pass).call is not ExportPass.call, f"{name} no longer overrides call()"
+        assert inspect.getsource(type(graph_pass).call).count("super().call(") == 1, name

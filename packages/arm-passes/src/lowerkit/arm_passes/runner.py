@@ -23,7 +23,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.incremental import incremental_version
-from lowerkit.arm_passes.targets import targets_of
+from lowerkit.arm_passes.targets import REPLAY_AFTER_IN_PLACE_EDITS, targets_of
 from lowerkit.arm_passes.versions import accelerated_ok
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.errors import PassEquivalenceError
@@ -188,7 +188,8 @@ def fast_passes(passes: list[Any]) -> list[Any]:
             continue
         entry = targets_of(graph_pass)
         if entry is not None and entry.ops is not None and isinstance(graph_pass, ExportPass):
-            targeted = as_targeted(graph_pass, entry.ops)
+            safe = type(graph_pass).__name__ in REPLAY_AFTER_IN_PLACE_EDITS
+            targeted = as_targeted(graph_pass, entry.ops, fast_copy_safe=safe)
             out.append(targeted if fast_copy_enabled(targeted) else graph_pass)
         else:
             out.append(graph_pass)

@@ -15,7 +15,7 @@ from typing import Any
 
 from lowerkit.pass_infra.framework.discovery import discover_targeted_ops
 
-__all__ = ["LISTED_TARGETS", "WHOLE_GRAPH", "PassTargets", "audit", "targets_of"]
+__all__ = ["LISTED_TARGETS", "REPLAY_AFTER_IN_PLACE_EDITS", "WHOLE_GRAPH", "PassTargets", "audit", "targets_of"]
 
 #: Passes whose upstream class has no target attribute, with the ops lowerkit lists for them.
 #: Keyed by class name; values are resolved lazily (op namespaces load with the backend).
@@ -68,6 +68,20 @@ WHOLE_GRAPH: dict[str, str] = {
     "InsertGridSamplerGridDequantPass": "overrides call() and inserts dequantizes on grid_sampler grids via graph walk",
     "FuseGridSamplerFlowOffsetPass": "overrides call() and matches q/dq, expand, linspace and cat chains feeding grid_sampler",
 }
+
+#: Targeted passes that override ``call()`` and still fast-copy their untargeted nodes: each edits
+#: the graph in place and then replays it with ExportPass's own ``call()`` (``super().call``), the
+#: replay fast-copy stands in for. Nodes the edit touched (or whose inputs it rewired) are no longer
+#: vouched for, so they replay and re-dispatch as stock; the package tests read each ``call()``.
+REPLAY_AFTER_IN_PLACE_EDITS: frozenset[str] = frozenset(
+    {
+        "BroadcastArgsPass", "ComputeConstantOpsAOTPass", "ConvertMinMaxPass", "ConvertSplitToSlicePass",
+        "DecomposeBatchNormNoStatsPass", "DecomposeGroupNormPass", "DecomposeLayerNormPass", "DecomposeLinearPass",
+        "DecomposeSelectPass", "DecomposeUnsupportedBilinearResizePass", "FuseIdenticalInputTransformsPass",
+        "InsertConstShapesPass", "MatchArgDtypePass", "MatchArgRanksPass", "RemoveNoopPass",
+        "RewriteBoolToFp32CastViaInt8Pass", "RewriteMXFPConv2dPass", "RewriteMXFPLinearPass", "RewriteUpsamplePass",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
