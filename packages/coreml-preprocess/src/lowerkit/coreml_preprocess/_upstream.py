@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib
 import importlib.util
 import os
 import sys
@@ -228,9 +229,136 @@ def _propagate_unless_unchanged(original: Any) -> Any:
     return propagate_nonreplaceable_vars
 
 
+def _fp16_compute_precision_class() -> Any:
+    from coremltools.converters.mil.mil.passes.defs.quantization import FP16ComputePrecision
+
+    return FP16ComputePrecision
+
+
+#: coremltools' fp16 range bound and its "an infinity, whatever its value" bound.
+_FP16_MAX = 65504
+_INFINITY_BOUND = 1e38
+
+
+def fp16_overflow_bounded_first(op: Any) -> bool:
+    """coremltools' ``FP16ComputePrecision.fp16_overflow``, deciding most constants from their bounds.
+
+    Upstream, for each fp32 ``const`` input, takes ``|value|``, selects the elements below
+    ``1e38`` (``np.where`` index arrays and a copy: the whole weight, several times over) and
+    asks whether their maximum exceeds 65504. When the constant's minimum and maximum both lie
+    in ``[-65504, 65504]`` (no NaN: a NaN makes them NaN and the comparison false), no element
+    exceeds 65504 in magnitude, so upstream's answer for it is "no" without that work. Any other
+    constant (an infinity, a NaN, a large value, not a non-empty array) goes through upstream's
+    own test, so the answer is the same.
+    """
+    import numpy as np
+
+    for inputs in op.inputs.values():
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]
+        for var in inputs:
+            producer = var.op
+            if producer is None or producer.op_type != "const" or not var.is_tensor_or_scalar_of(dtype="fp32"):
+                continue
+            value = producer.val.val
+            if (
+                isinstance(value, np.ndarray)
+                and value.size > 0
+                and -_FP16_MAX <= value.min()
+                and value.max() <= _FP16_MAX
+            ):
+                continue
+            value = np.expand_dims(value, 0)
+            abs_value = np.abs(value)
+            if np.max(abs_value[np.where(abs_value < _INFINITY_BOUND)], initial=0.0) > _FP16_MAX:
+                return True
+    return False
+
+
+#: coremltools' MIL type predicates (``types.is_tensor`` ...): ``get_type_info(t).name`` compared
+#: with a constant, where ``get_type_info`` of a tensor type builds a fresh ``Type`` holding its
+#: shape and element type on every call. (module, name) of every binding of each, by predicate.
+_TYPE_PREDICATES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_tensor"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types.type_tensor",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_str"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_tuple"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_dict"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_list", "is_list"): (
+        "coremltools.converters.mil.mil.types.type_list",
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_state", "is_state"): (
+        "coremltools.converters.mil.mil.types.type_state",
+        "coremltools.converters.mil.mil.types",
+    ),
+}
+
+#: ``{(predicate, class): result}`` while `FASTER_CONVERSION` is installed; emptied at its removal.
+_PREDICATE_RESULTS: dict[tuple[Any, type], bool] = {}
+
+
+def memoized_on_classes(predicate: Any) -> Any:
+    """`predicate` (a MIL type predicate), its result kept per plain class it was asked about.
+
+    The MIL types coremltools asks about are plain classes (``type(t) is type``: one per tensor
+    shape and element type, per scalar type, ...) whose ``__type_info__`` name depends on the
+    class alone, so the predicate's answer for a class never changes: it is computed by the
+    predicate itself the first time and looked up afterwards. Anything else (``None``, an
+    instance, a class with a metaclass) and any call that raises go to the predicate every
+    time. The same answers in every thread, so the replacement needs no per-thread dispatch.
+    """
+    results = _PREDICATE_RESULTS
+
+    def memoized(t: Any) -> bool:
+        if type(t) is not type:
+            return bool(predicate(t))
+        key = (predicate, t)
+        found = results.get(key)
+        if found is None:
+            found = results[key] = bool(predicate(t))
+        return found
+
+    memoized.__name__ = getattr(predicate, "__name__", "memoized")
+    memoized.__doc__ = getattr(predicate, "__doc__", None)
+    memoized.__wrapped__ = predicate  # type: ignore[attr-defined]
+    return memoized
+
+
+def _type_predicate_replacements() -> list[Replacement]:
+    replacements = []
+    for (defining, name), bindings in _TYPE_PREDICATES.items():
+        predicate = getattr(importlib.import_module(defining), name)
+        memoized = memoized_on_classes(predicate)
+        for module in bindings:
+            owner = importlib.import_module(module)
+            if getattr(owner, name) is not predicate:
+                raise RuntimeError(f"{module}.{name} is not {defining}.{name}: re-read _TYPE_PREDICATES")
+            replacements.append(Replacement(owner, name, memoized, dispatch=False))
+    return replacements
+
+
+def _forget_predicate_results() -> None:
+    _PREDICATE_RESULTS.clear()
+
+
 def _faster_conversion_replacements() -> list[Replacement]:
     block_class, _ = _mil_block_classes()
     return [
+        *_type_predicate_replacements(),
         Replacement(
             _pass_pipeline_manager(),
             "apply_pipeline",
@@ -242,11 +370,20 @@ def _faster_conversion_replacements() -> list[Replacement]:
             "_propagate_nonreplaceable_vars",
             _propagate_unless_unchanged(block_class.__dict__["_propagate_nonreplaceable_vars"]),
         ),
+        Replacement(
+            _fp16_compute_precision_class(),
+            "fp16_overflow",
+            staticmethod(fp16_overflow_bounded_first),
+        ),
     ]
 
 
 #: ``ct.convert`` minus three costs that change nothing (see `faster_conversion`).
-FASTER_CONVERSION = Patch("lowerkit.coreml_preprocess.faster_conversion", _faster_conversion_replacements)
+FASTER_CONVERSION = Patch(
+    "lowerkit.coreml_preprocess.faster_conversion",
+    _faster_conversion_replacements,
+    on_uninstall=[_forget_predicate_results],
+)
 
 
 def faster_conversion() -> Any:
