@@ -11,6 +11,7 @@ import functools
 import gc
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -364,6 +365,34 @@ def _forget_predicate_results() -> None:
     _PREDICATE_RESULTS.clear()
 
 
+def _debug_message_sites() -> dict[Any, Any]:
+    """{code object: module logger} of the coremltools functions whose only ``str(function)`` is
+    the argument of a ``logger.debug(...)`` call (formatted eagerly, whatever the log level)."""
+    from coremltools.converters.mil.mil.passes.defs import optimize_normalization, optimize_repeat_ops
+
+    return {
+        optimize_repeat_ops._TransposeOptimization.apply_transform.__code__: optimize_repeat_ops.logger,
+        optimize_normalization.fuse_layernorm_or_instancenorm.apply.__code__: optimize_normalization.logger,
+    }
+
+
+def _function_str_unless_dropped(original: Any, sites: dict[Any, Any]) -> Any:
+    """``Function.__str__`` that gives ``""`` to a `sites` function whose logger drops DEBUG."""
+
+    def function_str(self: Any) -> str:
+        logger = sites.get(sys._getframe(1).f_code)
+        if logger is not None and not logger.isEnabledFor(logging.DEBUG):
+            return ""
+        return str(original(self))
+
+    function_str.__name__ = "__str__"
+    function_str.__doc__ = (
+        "coremltools' ``Function.__str__``; an empty string when the caller is a pass that only "
+        "formats it into a DEBUG message its logger drops (so the same for every thread)."
+    )
+    return function_str
+
+
 def _faster_conversion_replacements() -> list[Replacement]:
     block_class, _ = _mil_block_classes()
     return [
@@ -378,6 +407,12 @@ def _faster_conversion_replacements() -> list[Replacement]:
             block_class,
             "_propagate_nonreplaceable_vars",
             _propagate_unless_unchanged(block_class.__dict__["_propagate_nonreplaceable_vars"]),
+        ),
+        Replacement(
+            _mil_block_classes()[1],
+            "__str__",
+            _function_str_unless_dropped(_mil_block_classes()[1].__dict__["__str__"], _debug_message_sites()),
+            dispatch=False,
         ),
         Replacement(
             _fp16_compute_precision_class(),
