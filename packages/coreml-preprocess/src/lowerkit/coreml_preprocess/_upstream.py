@@ -368,7 +368,10 @@ def _forget_predicate_results() -> None:
 def _debug_message_sites() -> dict[Any, Any]:
     """{code object: module logger} of the coremltools functions whose only ``str(function)`` is
     the argument of a ``logger.debug(...)`` call (formatted eagerly, whatever the log level)."""
-    from coremltools.converters.mil.mil.passes.defs import optimize_normalization, optimize_repeat_ops
+    from coremltools.converters.mil.mil.passes.defs import (
+        optimize_normalization,
+        optimize_repeat_ops,
+    )
 
     return {
         optimize_repeat_ops._TransposeOptimization.apply_transform.__code__: optimize_repeat_ops.logger,
