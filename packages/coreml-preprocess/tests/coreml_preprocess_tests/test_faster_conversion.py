@@ -141,3 +141,56 @@ def test_essential_scope_check_is_coremltools_own() -> None:
     with pytest.raises(ValueError, match="missing essential scopes") as ours:
         _upstream.check_essential_scope(missing)
     assert str(ours.value) == str(stock.value)
+
+
+class _Value:
+    def __init__(self, val: Any) -> None:
+        self.val = val
+
+
+class _Var:
+    """What ``_check_underflow_to_zero`` reads and writes of a MIL var."""
+
+    def __init__(self, val: Any) -> None:
+        self._sym_val = _Value(val)
+
+    @property
+    def val(self) -> Any:
+        return self._sym_val.val
+
+
+def _underflow_cases() -> list[Any]:
+    rng = np.random.default_rng(0)
+    tiny = np.array([0.0, -0.0, 1e-8, -1e-8, 3e-8, -3e-8, 6e-8, 1e-7, -1e-7, 1e-45, np.nan, np.inf, 1.0])
+    return [
+        tiny.astype(np.float32),
+        tiny.astype(np.float32).reshape(13, 1),
+        (rng.standard_normal((4, 5)) * 1e-7).astype(np.float32),
+        (rng.standard_normal(399) * 1e-7).astype(np.float32),
+        (rng.standard_normal(400) * 1e-7).astype(np.float32),
+        rng.standard_normal((3, 3)).astype(np.float32),
+        np.float32(1e-8),
+        np.float32(-1e-9),
+        np.float32(0.0),
+        np.float32(2.0),
+        np.array([1e-8, 0.0]),  # fp64: upstream's own function
+    ]
+
+
+def test_underflow_check_at_once_agrees_with_coremltools() -> None:
+    from coremltools.converters.mil.mil.passes.defs.quantization import add_fp16_cast
+
+    stock = FP16ComputePrecision.__dict__["_check_underflow_to_zero"]
+    ours = _upstream._underflow_check_at_once(stock)
+    changed = 0
+    for value in _underflow_cases():
+        cast = np.asarray(value).astype(np.float16)
+        cast = cast[()] if np.ndim(value) == 0 else cast
+        expected, got = _Var(cast.copy() if np.ndim(cast) else cast), _Var(cast.copy() if np.ndim(cast) else cast)
+        stock(add_fp16_cast(), expected, _Var(value))
+        ours(add_fp16_cast(), got, _Var(value))
+        assert type(got.val) is type(expected.val)
+        np.testing.assert_array_equal(got.val, expected.val)
+        assert np.asarray(got.val).dtype == np.asarray(expected.val).dtype
+        changed += not np.array_equal(expected.val, cast, equal_nan=True)
+    assert changed >= 4  # subnormal fp32 values that fp16 rounds to zero were set to +-2**-24

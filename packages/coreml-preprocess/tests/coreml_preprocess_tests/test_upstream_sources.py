@@ -19,6 +19,8 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "coremltools.converters.mil.converter:_reset_conversion_state": ("416a01148cd847fa", "coreml-preprocess _upstream.reset_conversion_state"),
     "coremltools.models.neural_network.quantization_utils:_get_kmeans_lookup_table_and_weight": ("195b3f07294c3418", "coreml-preprocess _upstream.single_threaded_kmeans (k-means seeding: random_state=0, n_init=1; kmeans1d for large fp16 weights)"),
     "coremltools.converters.mil.mil.passes.defs.quantization:FP16ComputePrecision.fp16_overflow": ("16442a50be56e0f9", "coreml-preprocess _upstream.fp16_overflow_bounded_first (the test it mirrors)"),
+    "coremltools.converters.mil.mil.passes.defs.quantization:FP16ComputePrecision._check_underflow_to_zero": ("ca65abdf8aafa58d", "coreml-preprocess _upstream._underflow_check_at_once"),
+    "coremltools.converters.mil.mil.passes.defs.quantization:AbstractQuantizationPass._close_to_zero": ("a664ca15652ba45c", "coreml-preprocess _upstream._underflow_check_at_once (np.isclose against 0 as |x| <= smallest subnormal)"),
     "coremltools.converters.mil.mil.types.get_type_info:get_type_info": ("4bc82ca9b3da6f01", "coreml-preprocess _upstream.memoized_on_classes (a class's type name depends on the class alone)"),
     "coremltools.converters.mil.mil.types.type_mapping:is_tensor": ("0574ba94dd69b322", "coreml-preprocess _upstream._TYPE_PREDICATES"),
     "coremltools.converters.mil.mil.types.type_mapping:is_str": ("3ff049ba27672b42", "coreml-preprocess _upstream._TYPE_PREDICATES"),

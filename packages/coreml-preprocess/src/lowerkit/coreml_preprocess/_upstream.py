@@ -285,6 +285,68 @@ def fp16_overflow_bounded_first(op: Any) -> bool:
     return False
 
 
+#: coremltools' "an array this small is checked element by element" bound.
+_UNDERFLOW_CHECK_SIZE = 400
+
+
+def _zero_bounds(pass_class: Any, np_type: Any) -> tuple[Any, Any]:
+    """(smallest positive, largest negative) `np_type` value, set up as ``_close_to_zero`` does."""
+    import numpy as np
+
+    if np_type not in pass_class.type_eps:
+        pass_class.type_eps[np_type] = np.finfo(np_type).eps
+        pass_class.type_min[np_type] = np.nextafter(0.0, 1.0, dtype=np_type)
+        pass_class.type_negmin[np_type] = np.nextafter(0.0, -1.0, dtype=np_type)
+    return pass_class.type_min[np_type], pass_class.type_negmin[np_type]
+
+
+def _underflow_check_at_once(stock: Any) -> Any:
+    """coremltools' ``FP16ComputePrecision._check_underflow_to_zero`` (`stock`), on whole arrays.
+
+    Upstream (for a constant of fewer than 400 elements cast to fp16) calls ``np.isclose`` on the
+    fp16 value, then twice per element: each element that is not close to zero in fp32 but is
+    in fp16 becomes the smallest fp16 subnormal of its sign. ``np.isclose(x, 0, atol=m,
+    rtol=eps)`` with `x` an array or scalar of the same float type as `m` and `eps` is
+    ``|x - 0.0| <= m + eps * |0.0|`` (or ``x == 0.0``) computed in that type, that is
+    ``|x| <= m``: the same test, element by element, on whole arrays at a time. An fp32 value
+    cast to fp16 is what ``add_fp16_cast`` gives it; anything else goes to `stock`.
+    """
+    import numpy as np
+
+    def check_underflow_to_zero(self: Any, new_var: Any, var: Any) -> None:
+        new_value = new_var.val
+        if new_value is None:
+            return
+        value = var.val
+        if not (
+            isinstance(value, (np.ndarray, np.float32))
+            and isinstance(new_value, (np.ndarray, np.float16))
+            and value.dtype == np.float32
+            and new_value.dtype == np.float16
+        ):
+            stock(self, new_var, var)
+            return
+        if value.size >= _UNDERFLOW_CHECK_SIZE:
+            return
+        smallest16, negative16 = _zero_bounds(type(self), np.float16)
+        smallest32, _ = _zero_bounds(type(self), np.float32)
+        if not (np.abs(new_value) <= smallest16).any():
+            return
+        original = value.flatten()
+        flat = new_value.flatten()
+        underflows = (np.abs(flat) <= smallest16) & ~(np.abs(original) <= smallest32)
+        if not underflows.any():
+            return
+        flat[underflows] = np.where(np.sign(original[underflows]) > 0, smallest16, negative16)
+        if np.isscalar(new_value):
+            new_var._sym_val.val = flat[0]
+        else:
+            new_var._sym_val.val = flat.reshape(new_value.shape)
+
+    check_underflow_to_zero.__doc__ = _underflow_check_at_once.__doc__
+    return check_underflow_to_zero
+
+
 #: coremltools' MIL type predicates (``types.is_tensor`` ...): ``get_type_info(t).name`` compared
 #: with a constant, where ``get_type_info`` of a tensor type builds a fresh ``Type`` holding its
 #: shape and element type on every call. (module, name) of every binding of each, by predicate.
@@ -416,6 +478,11 @@ def _faster_conversion_replacements() -> list[Replacement]:
             "__str__",
             _function_str_unless_dropped(_mil_block_classes()[1].__dict__["__str__"], _debug_message_sites()),
             dispatch=False,
+        ),
+        Replacement(
+            _fp16_compute_precision_class(),
+            "_check_underflow_to_zero",
+            _underflow_check_at_once(_fp16_compute_precision_class().__dict__["_check_underflow_to_zero"]),
         ),
         Replacement(
             _fp16_compute_precision_class(),
