@@ -258,8 +258,8 @@ def fp16_overflow_bounded_first(op: Any) -> bool:
     asks whether their maximum exceeds 65504. When the constant's minimum and maximum both lie
     in ``[-65504, 65504]`` (no NaN: a NaN makes them NaN and the comparison false), no element
     exceeds 65504 in magnitude, so upstream's answer for it is "no" without that work. Any other
-    constant (an infinity, a NaN, a large value, not a non-empty array) goes through upstream's
-    own test, so the answer is the same.
+    constant (an infinity, a NaN, a large value, not a non-empty float array) goes through
+    upstream's own test, so the answer is the same.
     """
     import numpy as np
 
@@ -273,6 +273,7 @@ def fp16_overflow_bounded_first(op: Any) -> bool:
             value = producer.val.val
             if (
                 isinstance(value, np.ndarray)
+                and value.dtype.kind == "f"
                 and value.size > 0
                 and -_FP16_MAX <= value.min()
                 and value.max() <= _FP16_MAX
@@ -492,7 +493,7 @@ def _faster_conversion_replacements() -> list[Replacement]:
     ]
 
 
-#: ``ct.convert`` minus three costs that change nothing (see `faster_conversion`).
+#: ``ct.convert`` minus costs that change nothing (see `faster_conversion`).
 FASTER_CONVERSION = Patch(
     "lowerkit.coreml_preprocess.faster_conversion",
     _faster_conversion_replacements,
@@ -501,11 +502,11 @@ FASTER_CONVERSION = Patch(
 
 
 def faster_conversion() -> Any:
-    """Within the block, ``ct.convert`` (in this thread) does the same work minus two costs.
+    """Within the block, ``ct.convert`` (in this thread) does the same work minus these costs.
 
-    * A MIL program is validated once before and once after each pass pipeline (and after each
-      dead-code elimination, as upstream), not after every pass
-      (``apply_pipeline_validating_at_ends``): about half of the conversion of a CNN.
+    * A MIL program is validated once before and once after each pass pipeline, not after every
+      pass (``apply_pipeline_validating_at_ends``; after each dead-code elimination only the
+      essential-scope check upstream adds there): about half of the conversion of a CNN.
     * ``ct.convert`` ends with a full ``gc.collect()``; in a process holding torch's and
       ExecuTorch's object graphs that alone takes up to a second. Python's collector still runs
       on its own thresholds.
@@ -514,6 +515,13 @@ def faster_conversion() -> Any:
       that would give back the same (empty) sets (`nothing_to_propagate`: no compressed weight,
       as in fp16 / fp32 / int8-static conversions until weights are compressed), the walk is
       skipped.
+    * ``add_fp16_cast``: the overflow test decides a constant within ±65504 from its bounds
+      (`fp16_overflow_bounded_first`), and the underflow fix-up runs on whole arrays
+      (`_underflow_check_at_once`), not per element through ``np.isclose``.
+    * The MIL type predicates keep their answer per type class (`memoized_on_classes`), and a
+      whole function is not formatted into a DEBUG message the logger drops
+      (`_function_str_unless_dropped`); these two are installed for every thread while the
+      patch is held, as they give every caller coremltools' own answers.
     Other threads convert the stock way meanwhile; scopes nest (reference-counted).
     """
     return FASTER_CONVERSION.scope()
