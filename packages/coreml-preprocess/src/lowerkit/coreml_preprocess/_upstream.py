@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -136,9 +138,11 @@ def apply_pipeline_validating_at_ends(prog: Any, pass_pipeline: Any) -> None:
 
     coremltools re-validates the whole program after every one of ~110 passes, which is about
     half of ``ct.convert``'s time on a CNN; the passes and their order are the same, so the result
-    is too. A program a pass broke is still caught, at the end of the pipeline. As upstream, the
-    program is also checked for missing essential scope information after each
-    ``common::dead_code_elimination`` (the one check that only runs there).
+    is too. A program a pass broke is still caught, at the end of the pipeline. As upstream,
+    every function is also checked for missing essential scope information after each
+    ``common::dead_code_elimination`` (the one check that only runs there:
+    `check_essential_scope`), without the rest of the validation (15 of the 21 whole-program
+    validations of a default conversion were these).
     """
     from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY as registry
 
@@ -151,8 +155,15 @@ def apply_pipeline_validating_at_ends(prog: Any, pass_pipeline: Any) -> None:
         graph_pass.set_options(pass_pipeline.get_options(pass_name))
         graph_pass(prog)
         if pass_name == "common::dead_code_elimination":
-            prog.validate(check_essential_scope=True)
+            check_essential_scope(prog)
     prog.validate()
+
+
+def check_essential_scope(prog: Any) -> None:
+    """What ``prog.validate(check_essential_scope=True)`` adds to a validation: every function's
+    ``_check_has_scope_info`` (no op without its essential scope sources), in the same order."""
+    for function in prog.functions.values():
+        function._check_has_scope_info()
 
 
 def _converters_entry() -> Any:
@@ -228,9 +239,230 @@ def _propagate_unless_unchanged(original: Any) -> Any:
     return propagate_nonreplaceable_vars
 
 
+def _fp16_compute_precision_class() -> Any:
+    from coremltools.converters.mil.mil.passes.defs.quantization import FP16ComputePrecision
+
+    return FP16ComputePrecision
+
+
+#: coremltools' fp16 range bound and its "an infinity, whatever its value" bound.
+_FP16_MAX = 65504
+_INFINITY_BOUND = 1e38
+
+
+def fp16_overflow_bounded_first(op: Any) -> bool:
+    """coremltools' ``FP16ComputePrecision.fp16_overflow``, deciding most constants from their bounds.
+
+    Upstream, for each fp32 ``const`` input, takes ``|value|``, selects the elements below
+    ``1e38`` (``np.where`` index arrays and a copy: the whole weight, several times over) and
+    asks whether their maximum exceeds 65504. When the constant's minimum and maximum both lie
+    in ``[-65504, 65504]`` (no NaN: a NaN makes them NaN and the comparison false), no element
+    exceeds 65504 in magnitude, so upstream's answer for it is "no" without that work. Any other
+    constant (an infinity, a NaN, a large value, not a non-empty float array) goes through
+    upstream's own test, so the answer is the same.
+    """
+    import numpy as np
+
+    for inputs in op.inputs.values():
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]
+        for var in inputs:
+            producer = var.op
+            if producer is None or producer.op_type != "const" or not var.is_tensor_or_scalar_of(dtype="fp32"):
+                continue
+            value = producer.val.val
+            if (
+                isinstance(value, np.ndarray)
+                and value.dtype.kind == "f"
+                and value.size > 0
+                and -_FP16_MAX <= value.min()
+                and value.max() <= _FP16_MAX
+            ):
+                continue
+            value = np.expand_dims(value, 0)
+            abs_value = np.abs(value)
+            if np.max(abs_value[np.where(abs_value < _INFINITY_BOUND)], initial=0.0) > _FP16_MAX:
+                return True
+    return False
+
+
+#: coremltools' "an array this small is checked element by element" bound.
+_UNDERFLOW_CHECK_SIZE = 400
+
+
+def _zero_bounds(pass_class: Any, np_type: Any) -> tuple[Any, Any]:
+    """(smallest positive, largest negative) `np_type` value, set up as ``_close_to_zero`` does."""
+    import numpy as np
+
+    if np_type not in pass_class.type_eps:
+        pass_class.type_eps[np_type] = np.finfo(np_type).eps
+        pass_class.type_min[np_type] = np.nextafter(0.0, 1.0, dtype=np_type)
+        pass_class.type_negmin[np_type] = np.nextafter(0.0, -1.0, dtype=np_type)
+    return pass_class.type_min[np_type], pass_class.type_negmin[np_type]
+
+
+def _underflow_check_at_once(stock: Any) -> Any:
+    """coremltools' ``FP16ComputePrecision._check_underflow_to_zero`` (`stock`), on whole arrays.
+
+    Upstream (for a constant of fewer than 400 elements cast to fp16) calls ``np.isclose`` on the
+    fp16 value, then twice per element: each element that is not close to zero in fp32 but is
+    in fp16 becomes the smallest fp16 subnormal of its sign. ``np.isclose(x, 0, atol=m,
+    rtol=eps)`` with `x` an array or scalar of the same float type as `m` and `eps` is
+    ``|x - 0.0| <= m + eps * |0.0|`` (or ``x == 0.0``) computed in that type, that is
+    ``|x| <= m``: the same test, element by element, on whole arrays at a time. An fp32 value
+    cast to fp16 is what ``add_fp16_cast`` gives it; anything else goes to `stock`.
+    """
+    import numpy as np
+
+    def check_underflow_to_zero(self: Any, new_var: Any, var: Any) -> None:
+        new_value = new_var.val
+        if new_value is None:
+            return
+        value = var.val
+        if not (
+            isinstance(value, (np.ndarray, np.float32))
+            and isinstance(new_value, (np.ndarray, np.float16))
+            and value.dtype == np.float32
+            and new_value.dtype == np.float16
+        ):
+            stock(self, new_var, var)
+            return
+        if value.size >= _UNDERFLOW_CHECK_SIZE:
+            return
+        smallest16, negative16 = _zero_bounds(type(self), np.float16)
+        smallest32, _ = _zero_bounds(type(self), np.float32)
+        if not (np.abs(new_value) <= smallest16).any():
+            return
+        original = value.flatten()
+        flat = new_value.flatten()
+        underflows = (np.abs(flat) <= smallest16) & ~(np.abs(original) <= smallest32)
+        if not underflows.any():
+            return
+        flat[underflows] = np.where(np.sign(original[underflows]) > 0, smallest16, negative16)
+        if np.isscalar(new_value):
+            new_var._sym_val.val = flat[0]
+        else:
+            new_var._sym_val.val = flat.reshape(new_value.shape)
+
+    check_underflow_to_zero.__doc__ = _underflow_check_at_once.__doc__
+    return check_underflow_to_zero
+
+
+#: coremltools' MIL type predicates (``types.is_tensor`` ...): ``get_type_info(t).name`` compared
+#: with a constant, where ``get_type_info`` of a tensor type builds a fresh ``Type`` holding its
+#: shape and element type on every call. (module, name) of every binding of each, by predicate.
+_TYPE_PREDICATES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_tensor"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types.type_tensor",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_str"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_tuple"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_mapping", "is_dict"): (
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_list", "is_list"): (
+        "coremltools.converters.mil.mil.types.type_list",
+        "coremltools.converters.mil.mil.types.type_mapping",
+        "coremltools.converters.mil.mil.types",
+    ),
+    ("coremltools.converters.mil.mil.types.type_state", "is_state"): (
+        "coremltools.converters.mil.mil.types.type_state",
+        "coremltools.converters.mil.mil.types",
+    ),
+}
+
+#: ``{(predicate, class): result}`` while `FASTER_CONVERSION` is installed; emptied at its removal.
+_PREDICATE_RESULTS: dict[tuple[Any, type], bool] = {}
+
+
+def memoized_on_classes(predicate: Any) -> Any:
+    """`predicate` (a MIL type predicate), its result kept per plain class it was asked about.
+
+    The MIL types coremltools asks about are plain classes (``type(t) is type``: one per tensor
+    shape and element type, per scalar type, ...) whose ``__type_info__`` name depends on the
+    class alone, so the predicate's answer for a class never changes: it is computed by the
+    predicate itself the first time and looked up afterwards. Anything else (``None``, an
+    instance, a class with a metaclass) and any call that raises go to the predicate every
+    time. The same answers in every thread, so the replacement needs no per-thread dispatch.
+    """
+    results = _PREDICATE_RESULTS
+
+    def memoized(t: Any) -> bool:
+        if type(t) is not type:
+            return bool(predicate(t))
+        key = (predicate, t)
+        found = results.get(key)
+        if found is None:
+            found = results[key] = bool(predicate(t))
+        return found
+
+    memoized.__name__ = getattr(predicate, "__name__", "memoized")
+    memoized.__doc__ = getattr(predicate, "__doc__", None)
+    memoized.__wrapped__ = predicate  # type: ignore[attr-defined]
+    return memoized
+
+
+def _type_predicate_replacements() -> list[Replacement]:
+    replacements = []
+    for (defining, name), bindings in _TYPE_PREDICATES.items():
+        predicate = getattr(importlib.import_module(defining), name)
+        memoized = memoized_on_classes(predicate)
+        for module in bindings:
+            owner = importlib.import_module(module)
+            if getattr(owner, name) is not predicate:
+                raise RuntimeError(f"{module}.{name} is not {defining}.{name}: re-read _TYPE_PREDICATES")
+            replacements.append(Replacement(owner, name, memoized, dispatch=False))
+    return replacements
+
+
+def _forget_predicate_results() -> None:
+    _PREDICATE_RESULTS.clear()
+
+
+def _debug_message_sites() -> dict[Any, Any]:
+    """{code object: module logger} of the coremltools functions whose only ``str(function)`` is
+    the argument of a ``logger.debug(...)`` call (formatted eagerly, whatever the log level)."""
+    from coremltools.converters.mil.mil.passes.defs import (
+        optimize_normalization,
+        optimize_repeat_ops,
+    )
+
+    return {
+        optimize_repeat_ops._TransposeOptimization.apply_transform.__code__: optimize_repeat_ops.logger,
+        optimize_normalization.fuse_layernorm_or_instancenorm.apply.__code__: optimize_normalization.logger,
+    }
+
+
+def _function_str_unless_dropped(original: Any, sites: dict[Any, Any]) -> Any:
+    """``Function.__str__`` that gives ``""`` to a `sites` function whose logger drops DEBUG."""
+
+    def function_str(self: Any) -> str:
+        logger = sites.get(sys._getframe(1).f_code)
+        if logger is not None and not logger.isEnabledFor(logging.DEBUG):
+            return ""
+        return str(original(self))
+
+    function_str.__name__ = "__str__"
+    function_str.__doc__ = (
+        "coremltools' ``Function.__str__``; an empty string when the caller is a pass that only "
+        "formats it into a DEBUG message its logger drops (so the same for every thread)."
+    )
+    return function_str
+
+
 def _faster_conversion_replacements() -> list[Replacement]:
     block_class, _ = _mil_block_classes()
     return [
+        *_type_predicate_replacements(),
         Replacement(
             _pass_pipeline_manager(),
             "apply_pipeline",
@@ -242,19 +474,39 @@ def _faster_conversion_replacements() -> list[Replacement]:
             "_propagate_nonreplaceable_vars",
             _propagate_unless_unchanged(block_class.__dict__["_propagate_nonreplaceable_vars"]),
         ),
+        Replacement(
+            _mil_block_classes()[1],
+            "__str__",
+            _function_str_unless_dropped(_mil_block_classes()[1].__dict__["__str__"], _debug_message_sites()),
+            dispatch=False,
+        ),
+        Replacement(
+            _fp16_compute_precision_class(),
+            "_check_underflow_to_zero",
+            _underflow_check_at_once(_fp16_compute_precision_class().__dict__["_check_underflow_to_zero"]),
+        ),
+        Replacement(
+            _fp16_compute_precision_class(),
+            "fp16_overflow",
+            staticmethod(fp16_overflow_bounded_first),
+        ),
     ]
 
 
-#: ``ct.convert`` minus three costs that change nothing (see `faster_conversion`).
-FASTER_CONVERSION = Patch("lowerkit.coreml_preprocess.faster_conversion", _faster_conversion_replacements)
+#: ``ct.convert`` minus costs that change nothing (see `faster_conversion`).
+FASTER_CONVERSION = Patch(
+    "lowerkit.coreml_preprocess.faster_conversion",
+    _faster_conversion_replacements,
+    on_uninstall=[_forget_predicate_results],
+)
 
 
 def faster_conversion() -> Any:
-    """Within the block, ``ct.convert`` (in this thread) does the same work minus two costs.
+    """Within the block, ``ct.convert`` (in this thread) does the same work minus these costs.
 
-    * A MIL program is validated once before and once after each pass pipeline (and after each
-      dead-code elimination, as upstream), not after every pass
-      (``apply_pipeline_validating_at_ends``): about half of the conversion of a CNN.
+    * A MIL program is validated once before and once after each pass pipeline, not after every
+      pass (``apply_pipeline_validating_at_ends``; after each dead-code elimination only the
+      essential-scope check upstream adds there): about half of the conversion of a CNN.
     * ``ct.convert`` ends with a full ``gc.collect()``; in a process holding torch's and
       ExecuTorch's object graphs that alone takes up to a second. Python's collector still runs
       on its own thresholds.
@@ -263,6 +515,13 @@ def faster_conversion() -> Any:
       that would give back the same (empty) sets (`nothing_to_propagate`: no compressed weight,
       as in fp16 / fp32 / int8-static conversions until weights are compressed), the walk is
       skipped.
+    * ``add_fp16_cast``: the overflow test decides a constant within ±65504 from its bounds
+      (`fp16_overflow_bounded_first`), and the underflow fix-up runs on whole arrays
+      (`_underflow_check_at_once`), not per element through ``np.isclose``.
+    * The MIL type predicates keep their answer per type class (`memoized_on_classes`), and a
+      whole function is not formatted into a DEBUG message the logger drops
+      (`_function_str_unless_dropped`); these two are installed for every thread while the
+      patch is held, as they give every caller coremltools' own answers.
     Other threads convert the stock way meanwhile; scopes nest (reference-counted).
     """
     return FASTER_CONVERSION.scope()

@@ -107,12 +107,26 @@ def content_uuid(*parts: bytes | str) -> str:
     return str(uuid.uuid5(NAMESPACE, digest.hexdigest()))
 
 
-def digest_files(files: dict[str, bytes]) -> list[str]:
-    """``path:sha256`` of each file, sorted by path."""
-    return [f"{path}:{hashlib.sha256(data).hexdigest()}" for path, data in sorted(files.items())]
+#: ``{path: (the bytes hashed, their sha256)}``: lets one payload's files be hashed once each.
+DigestCache = dict[str, tuple[bytes, str]]
 
 
-def settle_manifest(package: dict[str, bytes]) -> None:
+def digest_files(files: dict[str, bytes], cache: DigestCache | None = None) -> list[str]:
+    """``path:sha256`` of each file, sorted by path (`cache` reused when it holds the same bytes object)."""
+    result = []
+    for path, data in sorted(files.items()):
+        known = cache.get(path) if cache is not None else None
+        if known is not None and known[0] is data:
+            digest = known[1]
+        else:
+            digest = hashlib.sha256(data).hexdigest()
+            if cache is not None:
+                cache[path] = (data, digest)
+        result.append(f"{path}:{digest}")
+    return result
+
+
+def settle_manifest(package: dict[str, bytes], cache: DigestCache | None = None) -> None:
     """Replace the random item identifiers of ``Manifest.json`` by content-derived ones."""
     manifest = json.loads(package["Manifest.json"])
     entries = manifest.get("itemInfoEntries", {})
@@ -121,7 +135,7 @@ def settle_manifest(package: dict[str, bytes]) -> None:
     for old_id, entry in entries.items():
         prefix = "Data/" + entry["path"]
         content = {p: d for p, d in package.items() if p == prefix or p.startswith(prefix + "/")}
-        new_id = content_uuid(entry["path"], *digest_files(content))
+        new_id = content_uuid(entry["path"], *digest_files(content, cache))
         renamed[old_id] = new_id
         new_entries[new_id] = entry
     manifest["itemInfoEntries"] = new_entries
@@ -210,6 +224,7 @@ def model_metadata(spec: Any, identifier: str) -> ModelMetadata:
 def build_payload(mlmodel: Any, model_type: ModelType) -> BuiltPayload:
     """Save ``mlmodel`` the way ExecuTorch does and flatten it deterministically."""
     spec = mlmodel.get_spec()
+    digests: DigestCache = {}
     with tempfile.TemporaryDirectory(prefix="lowerkit_coreml_") as tmp:
         saved = Path(tmp) / "model.mlpackage"
         mlmodel.save(str(saved))
@@ -228,10 +243,10 @@ def build_payload(mlmodel: Any, model_type: ModelType) -> BuiltPayload:
         else:
             model_dir = "model.mlpackage"
             package[MODEL_SPEC_PATH] = deterministic_spec_bytes(package[MODEL_SPEC_PATH])
-            settle_manifest(package)
+            settle_manifest(package, digests)
             model_files = package
     info = debug_info(package.get(DEBUG_MAPPING))
-    digest = digest_files(model_files)
+    digest = digest_files(model_files, digests)
     inputs = [i.name for i in spec.description.input]
     outputs = [o.name for o in spec.description.output]
     identifier = "executorch_" + content_uuid(model_dir, *digest, json.dumps([inputs, outputs]))
