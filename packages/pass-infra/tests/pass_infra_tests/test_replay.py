@@ -265,7 +265,9 @@ class _Views(torch.nn.Module):
 def test_torchs_copy_of_the_pass_base_replays_cheaper_with_stock_results():
     """ExecuTorch's edge stage runs torch's ReplaceViewOpsWithViewCopyOpsPass, built on torch's own
     copy of the ExportPass base: the cheaper replay covers it, with stock's graph and metadata."""
-    from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import ReplaceViewOpsWithViewCopyOpsPass
+    from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import (
+        ReplaceViewOpsWithViewCopyOpsPass,
+    )
 
     gm = torch.export.export(_Views(), (torch.randn(2, 3, 4),)).run_decompositions({}).graph_module
     vouch_for(gm)

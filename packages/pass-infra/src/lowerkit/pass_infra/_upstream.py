@@ -20,10 +20,10 @@ import torch.fx.experimental.proxy_tensor as _proxy_tensor
 import torch.fx.proxy as _fx_proxy
 import torch.fx.traceback as _fx_traceback
 from executorch.exir import pass_base as _pass_base
-from torch._export import pass_base as _torch_pass_base
-from torch._export.pass_infra.proxy_value import ProxyValue as _TorchProxyValue
 from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
 from executorch.exir.pass_base import ExportPass, NodeMetadata, ProxyValue
+from torch._export import pass_base as _torch_pass_base
+from torch._export.pass_infra.proxy_value import ProxyValue as _TorchProxyValue
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import Node
@@ -43,8 +43,6 @@ __all__ = [
     "EdgeOpOverloadPacket",
     "ExportPass",
     "ExportPassBase",
-    "TorchExportPassBase",
-    "TorchProxyValue",
     "FakeTensor",
     "FakeTensorMode",
     "LazyGraphModule",
@@ -53,6 +51,8 @@ __all__ = [
     "OpOverloadPacket",
     "ProxyValue",
     "StockInterpreter",
+    "TorchExportPassBase",
+    "TorchProxyValue",
     "aot_input_descriptor",
     "append_call_node",
     "bypass_entry_type",
