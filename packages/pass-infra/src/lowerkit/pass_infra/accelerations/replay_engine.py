@@ -429,21 +429,15 @@ def _copied_node(
 
 
 def _cheap_set_metadata(self: Any, node: Node, value: Any) -> None:
-    """``ExportTracer.set_metadata``; a lone FakeTensor is stored as stock stores it, without pytree."""
+    """``ExportTracer.set_metadata`` (ExecuTorch's, or torch's copy: the same method, line for
+    line); a lone FakeTensor is stored as stock stores it, without pytree."""
     if type(value) is FakeTensor:
         node.meta["val"] = value
         node.meta["tensor_meta"] = None
-        return
-    _upstream.stock_set_metadata(self, node, value)
-
-
-def _cheap_torch_set_metadata(self: Any, node: Node, value: Any) -> None:
-    """`_cheap_set_metadata` for torch's copy of the tracer (the same method, line for line)."""
-    if type(value) is FakeTensor:
-        node.meta["val"] = value
-        node.meta["tensor_meta"] = None
-        return
-    _upstream.stock_torch_set_metadata(self, node, value)
+    elif isinstance(self, TorchExportPassBase.ExportTracer):
+        _upstream.stock_torch_set_metadata(self, node, value)
+    else:
+        _upstream.stock_set_metadata(self, node, value)
 
 
 _LAZY_DEBUG_STR = _LazyDebugStr()
@@ -606,7 +600,7 @@ def _replay_replacements() -> list[Replacement]:
         # torch's copy of the same base (ExecuTorch's edge stage runs ReplaceViewOpsWithViewCopyOpsPass on it)
         Replacement(TorchExportPassBase.ExportInterpreter, "run_node", _cheap_run_node),
         Replacement(TorchExportPassBase, "node_debug_str", _LAZY_DEBUG_STR, dispatch=False),
-        Replacement(TorchExportPassBase.ExportTracer, "set_metadata", _cheap_torch_set_metadata),
+        Replacement(TorchExportPassBase.ExportTracer, "set_metadata", _cheap_set_metadata),
         Replacement(TorchExportPassBase, "_fx", _cheap_torch_fx, enabled=lambda o: o.reuse_values),
         Replacement(
             TorchExportPassBase, "call_submodule", _lazy_torch_call_submodule, enabled=lambda o: o.lazy_recompile
