@@ -449,3 +449,33 @@ def test_scope_restores_run_decompositions() -> None:
     with RETRACE_SKIP.scope():
         assert torch.export.ExportedProgram.__dict__["run_decompositions"] is not original
     assert torch.export.ExportedProgram.__dict__["run_decompositions"] is original
+
+
+class _Attention(torch.nn.Module):
+    """The views of an attention block: view, transpose, permute, expand (and a reshape)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = x.view(1, 6, 2, 4).transpose(1, 2)
+        k = x.view(1, 6, 2, 4).permute(0, 2, 3, 1)
+        a = torch.matmul(q, k).softmax(-1)
+        return (a @ q).transpose(1, 2).reshape(1, 6, 8).unsqueeze(0).expand(2, 1, 6, 8)
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
+def test_views_a_trace_recorded_as_they_are_stay_out_of_the_re_trace() -> None:
+    """Functionalization records a traced view as that view again: the views of a program traced
+    twice are not re-traced, and the result is still torch's whole re-trace."""
+    program = _upstream.STOCK_RUN_DECOMPOSITIONS(torch.export.export(_Attention(), (torch.randn(1, 6, 8),)), {})
+    traced = _upstream.STOCK_RUN_DECOMPOSITIONS(program, {})
+    views = [n for n in traced.graph.nodes if n.op == "call_function" and _is_view(n)]
+    table: dict[Any, Any] = {}  # the views' own rule, not a table's
+    blocker, decomposing = retrace_plan(traced, table)
+    assert blocker is None and len(views) >= 6
+    assert not set(views) & set(decomposing), [n.name for n in decomposing]
+    with RETRACE_SKIP.scope():
+        fast = traced.run_decompositions(table)
+    _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(traced, table), fast)
