@@ -60,7 +60,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.ExportInterpreter.run_node": ("4825448c64e2c672", "pass-infra _upstream.replay_run_node"),
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.call_submodule": ("62f7a41be427a3e0", "pass-infra _upstream.lazy_call_submodule (validate=None)"),
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.call": ("5bba6f4a70059917", "pass-infra _upstream.lazy_call_submodule (its callers' state)"),
-    "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse._fx": ("fc5bee485d9e884b", "pass-infra replay_engine._cheap_torch_fx, _traced_node"),
+    "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse._fx": ("fc5bee485d9e884b", "pass-infra replay_engine._cheap_fx (its dispatch branch), _traced_node"),
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.ExportTracer.set_metadata": ("a220bfbf1f92d4a8", "pass-infra replay_engine._cheap_set_metadata"),
     "torch.export.graph_signature:ExportGraphSignature.inputs_to_buffers.fget": ("46d089e80e39192e", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),
     "torch.export.graph_signature:ExportGraphSignature.inputs_to_lifted_tensor_constants.fget": ("267dde1485fc2c13", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),

@@ -86,35 +86,23 @@ def collect_reports(sink: list[PipelineReport]) -> Iterator[None]:
         yield
 
 
-class _ProgramState:
-    """The shallow exported-program copy upstream's ExportedProgramPassManager threads through passes.
-
-    A pass that edits the graph in place may leave node metadata that is not what a replay
-    would compute (relying on the next pass's replay to refresh it). Fast-copy and value reuse
-    take over only nodes pass-infra vouches for (made by a replay, or in the pipeline's input,
-    and unchanged since, inputs' values included): an edited node, or a user of one whose
-    value changed, is replayed and re-dispatched as stock replays it.
-    """
-
-    def __init__(self, program: ExportedProgram) -> None:
-        self.program = program
-
-
 class _ArmStep:
     """One pipeline entry: run a pass on the program's graph with upstream's adapter bookkeeping.
 
     Skipping is upstream's own (ArmPass.should_run_pass, called inside the pass). The fast
-    instance (fast-copy of untargeted nodes it vouches for) runs. With `verify`, the upstream
+    instance runs: it fast-copies only untargeted nodes pass-infra vouches for (made by a replay,
+    or in the pipeline's input, and unchanged since, inputs' values included), so a node an
+    in-place pass edited, or a user of one whose value changed, replays as stock. With `verify`, the upstream
     instance is first run the stock way on deep copies, and the result must match (node names
     included) or PassEquivalenceError is raised.
     """
 
     def __init__(
-        self, graph_pass: Any, state: _ProgramState, *, original: Any = None, verify: bool = False
+        self, graph_pass: Any, program: ExportedProgram, *, original: Any = None, verify: bool = False
     ) -> None:
         self.graph_pass = graph_pass
         self.original = graph_pass if original is None else original
-        self.state = state
+        self.program = program
         self.verify = verify
         self.verified = 0
         self.__name__ = type(graph_pass).__name__
@@ -125,7 +113,7 @@ class _ArmStep:
         return bool(should_arm(graph_module)) if callable(should_arm) else True
 
     def __call__(self, graph_module: GraphModule) -> PassResult:
-        program = self.state.program
+        program = self.program
         reference: GraphModule | None = None
         if self.verify:
             reference_program = copy.deepcopy(program)
@@ -203,9 +191,8 @@ def run_fast_pipeline(
     program = _upstream.shallow_program_copy(exported_program)
     _upstream.check_program(program)
     _observe("", program, program.graph_module)
-    state = _ProgramState(program)
     steps = [
-        _ArmStep(fast, state, original=original, verify=verify)
+        _ArmStep(fast, program, original=original, verify=verify)
         for fast, original in zip(fast_passes(passes), passes, strict=True)
     ]
     graph_module, report = PassPipeline(steps).run(program.graph_module)

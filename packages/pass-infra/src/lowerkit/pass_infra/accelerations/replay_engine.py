@@ -352,27 +352,19 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
 def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
     """``_ExportPassBase._fx``, minus the FakeTensor dispatch when it would recompute the
     replayed node's recorded value from the very same inputs; a node re-created exactly as it
-    was (same op, inputs and metadata: a pass that leaves it alone) is copied as fast-copy does."""
+    was (same op, inputs and metadata: a pass that leaves it alone) is copied as fast-copy does.
+
+    Also torch's copy of ``_fx`` (`TorchExportPassBase`): a node of its passes that needs a
+    dispatch takes torch's own ``_fx``, which also records unbacked-symbol bindings (a reused
+    value made no new symbol, so stock records none for it)."""
     node = getattr(_replay_tls, "node", None)
     val = _recorded_value(self, kind, target, args, kwargs)
-    if val is _MISSING:
-        result = _traced_node(self, kind, target, args, kwargs, meta, _dispatch(self, kind, target, args, kwargs))
-    else:
+    if val is not _MISSING:
         result = _node_for_recorded(self, node, kind, target, args, kwargs, meta, val)
-    vouch_node(result.node)
-    return result
-
-
-def _cheap_torch_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
-    """torch's copy of ``_fx`` (`TorchExportPassBase`) as `_cheap_fx` makes it cheaper; a node
-    that needs a dispatch takes torch's own ``_fx``, which also records unbacked-symbol bindings
-    (a reused value made no new symbol, so stock records none for it)."""
-    node = getattr(_replay_tls, "node", None)
-    val = _recorded_value(self, kind, target, args, kwargs)
-    if val is _MISSING:
+    elif isinstance(self, TorchExportPassBase):
         result = _upstream.stock_torch_fx(self, kind, target, args, kwargs, meta)
     else:
-        result = _node_for_recorded(self, node, kind, target, args, kwargs, meta, val)
+        result = _traced_node(self, kind, target, args, kwargs, meta, _dispatch(self, kind, target, args, kwargs))
     vouch_node(result.node)
     return result
 
@@ -601,7 +593,7 @@ def _replay_replacements() -> list[Replacement]:
         Replacement(TorchExportPassBase.ExportInterpreter, "run_node", _cheap_run_node),
         Replacement(TorchExportPassBase, "node_debug_str", _LAZY_DEBUG_STR, dispatch=False),
         Replacement(TorchExportPassBase.ExportTracer, "set_metadata", _cheap_set_metadata),
-        Replacement(TorchExportPassBase, "_fx", _cheap_torch_fx, enabled=lambda o: o.reuse_values),
+        Replacement(TorchExportPassBase, "_fx", _cheap_fx, enabled=lambda o: o.reuse_values),
         Replacement(
             TorchExportPassBase, "call_submodule", _lazy_torch_call_submodule, enabled=lambda o: o.lazy_recompile
         ),

@@ -196,8 +196,7 @@ def _decomposes_by_itself(op: Any, node: Node) -> bool:
 
 def _traced_as_itself(node: Node) -> bool:
     """Whether `node`'s last trace recorded its very operator (``original_aten``, by name)."""
-    original = node.meta.get("original_aten")
-    return isinstance(original, _upstream.OpOverload) and original.name() == node.target.name()
+    return node.meta.get("original_aten") is not None and not _retargeted(node)
 
 
 def _retargeted(node: Node) -> bool:
