@@ -245,45 +245,47 @@ def _fp16_compute_precision_class() -> Any:
     return FP16ComputePrecision
 
 
-#: coremltools' fp16 range bound and its "an infinity, whatever its value" bound.
+#: coremltools' fp16 range bound.
 _FP16_MAX = 65504
-_INFINITY_BOUND = 1e38
 
 
-def fp16_overflow_bounded_first(op: Any) -> bool:
-    """coremltools' ``FP16ComputePrecision.fp16_overflow``, deciding most constants from their bounds.
+def fp16_overflow_bounded_first(stock: Any) -> Any:
+    """coremltools' ``FP16ComputePrecision.fp16_overflow`` (`stock`), deciding most ops from bounds.
 
     Upstream, for each fp32 ``const`` input, takes ``|value|``, selects the elements below
     ``1e38`` (``np.where`` index arrays and a copy: the whole weight, several times over) and
-    asks whether their maximum exceeds 65504. When the constant's minimum and maximum both lie
-    in ``[-65504, 65504]`` (no NaN: a NaN makes them NaN and the comparison false), no element
-    exceeds 65504 in magnitude, so upstream's answer for it is "no" without that work. Any other
-    constant (an infinity, a NaN, a large value, not a non-empty float array) goes through
-    upstream's own test, so the answer is the same.
+    asks whether their maximum exceeds 65504. When every such constant's minimum and maximum
+    lie in ``[-65504, 65504]`` (no NaN: a NaN makes them NaN and the comparison false), no
+    element exceeds 65504 in magnitude, so upstream's answer is "no" without that work. An op
+    with any other fp32 constant (an infinity, a NaN, a large value, not a non-empty float
+    array) is answered by `stock` itself.
     """
     import numpy as np
 
-    for inputs in op.inputs.values():
-        if not isinstance(inputs, (list, tuple)):
-            inputs = [inputs]
-        for var in inputs:
-            producer = var.op
-            if producer is None or producer.op_type != "const" or not var.is_tensor_or_scalar_of(dtype="fp32"):
-                continue
-            value = producer.val.val
-            if (
-                isinstance(value, np.ndarray)
-                and value.dtype.kind == "f"
-                and value.size > 0
-                and -_FP16_MAX <= value.min()
-                and value.max() <= _FP16_MAX
-            ):
-                continue
-            value = np.expand_dims(value, 0)
-            abs_value = np.abs(value)
-            if np.max(abs_value[np.where(abs_value < _INFINITY_BOUND)], initial=0.0) > _FP16_MAX:
-                return True
-    return False
+    def within_fp16(value: Any) -> bool:
+        return bool(
+            isinstance(value, np.ndarray)
+            and value.dtype.kind == "f"
+            and value.size > 0
+            and -_FP16_MAX <= value.min()
+            and value.max() <= _FP16_MAX
+        )
+
+    def fp16_overflow(op: Any) -> bool:
+        for inputs in op.inputs.values():
+            for var in inputs if isinstance(inputs, (list, tuple)) else [inputs]:
+                producer = var.op
+                if (
+                    producer is not None
+                    and producer.op_type == "const"
+                    and var.is_tensor_or_scalar_of(dtype="fp32")
+                    and not within_fp16(producer.val.val)
+                ):
+                    return bool(stock(op))
+        return False
+
+    fp16_overflow.__doc__ = fp16_overflow_bounded_first.__doc__
+    return fp16_overflow
 
 
 #: coremltools' "an array this small is checked element by element" bound.
@@ -488,7 +490,9 @@ def _faster_conversion_replacements() -> list[Replacement]:
         Replacement(
             _fp16_compute_precision_class(),
             "fp16_overflow",
-            staticmethod(fp16_overflow_bounded_first),
+            staticmethod(
+                fp16_overflow_bounded_first(_fp16_compute_precision_class().__dict__["fp16_overflow"].__func__)
+            ),
         ),
     ]
 
