@@ -6,8 +6,9 @@ Sides (`SIDES`):
   export → quantize (the Arm / Core ML quantizer, ``prepare_pt2e``, calibrate, ``convert_pt2e``,
   re-export) → ``to_edge_transform_and_lower`` with the partitioner (built after quantization: the
   Arm quantizer adds ``transform_pipeline_config`` to the compile spec) → ``to_executorch``;
-* ``dropin``: the same code inside lowerkit's drop-in accelerators (Arm: ``accelerated_quantization()``
-  + ``accelerated_arm_pipeline()``, which holds ``accelerated_lowering()``; Core ML: lowerkit's
+* ``dropin``: the same code inside lowerkit's drop-in accelerators (Arm: ``accelerated_arm_quantization()``
+  (which holds ``accelerated_quantization()``) + ``accelerated_arm_pipeline()`` (which holds
+  ``accelerated_lowering()``); Core ML: lowerkit's
   ``CoreMLQuantizer`` / ``CoreMLPartitioner`` for ExecuTorch's, inside ``accelerated_quantization()``
   + ``accelerated_lowering()``);
 * ``api``: lowerkit's one call, ``lower_to_arm`` / ``lower_to_coreml``.
@@ -179,10 +180,9 @@ def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: st
     if side == "stock":
         return arm_public_api(module, inputs, target, calibration, clock)
     if side == "dropin":
-        from lowerkit.arm_passes import accelerated_arm_pipeline
-        from lowerkit.pass_infra import accelerated_quantization
+        from lowerkit.arm_passes import accelerated_arm_pipeline, accelerated_arm_quantization
 
-        return arm_public_api(module, inputs, target, calibration, clock, accelerated_quantization,
+        return arm_public_api(module, inputs, target, calibration, clock, accelerated_arm_quantization,
                               accelerated_arm_pipeline)  # fmt: skip
     from lowerkit.arm_passes import lower_to_arm
 

@@ -1,4 +1,5 @@
-"""VERIFIED_GRAPHS: the edge verifier's dtype check runs once per graph that passes, as often as stock otherwise."""
+"""VERIFIED_GRAPHS: the edge verifier's dtype check runs once per graph that passes, on the calls'
+recorded values where pass-infra vouches for them, and stock's check decides every graph that fails."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
 from torch._export.verifier import SpecViolationError
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS, graph_key
+from lowerkit.pass_infra.accelerations import verified_graphs
+from lowerkit.pass_infra.accelerations.replay_engine import vouch_graph
+from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS, graph_key, passes_on_recorded_values
 
 
 class _AddScaled(torch.nn.Module):
@@ -40,22 +43,49 @@ def stock_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield runs
 
 
+@pytest.fixture
+def recorded_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """The answers of the check on recorded values, one per graph it was asked about."""
+    runs: list[bool] = []
+
+    def counting(gm: Any) -> bool:
+        runs.append(passes_on_recorded_values(gm))
+        return runs[-1]
+
+    monkeypatch.setattr(verified_graphs, "passes_on_recorded_values", counting)
+    yield runs
+
+
+@pytest.fixture
+def calls_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """The targets torch's Interpreter runs (the check on recorded values runs only calls not vouched for)."""
+    runs: list[Any] = []
+    stock = torch.fx.Interpreter.call_function
+
+    def counting(self: Any, target: Any, args: Any, kwargs: Any) -> Any:
+        runs.append(target)
+        return stock(self, target, args, kwargs)
+
+    monkeypatch.setattr(torch.fx.Interpreter, "call_function", counting)
+    yield runs
+
+
 def _verify(gm: torch.fx.GraphModule) -> None:
     EXIREdgeDialectVerifier()(gm)
 
 
-def test_an_unchanged_graph_is_checked_once(stock_runs: list[int]) -> None:
+def test_an_unchanged_graph_is_checked_once(stock_runs: list[int], recorded_runs: list[bool]) -> None:
     gm = _edge_module()
     stock_runs.clear()  # to_edge's own validations
     with VERIFIED_GRAPHS.scope():
         for _ in range(3):
             _verify(gm)
-    assert len(stock_runs) == 1
+    assert recorded_runs == [True] and stock_runs == []
     _verify(gm)  # outside the scope: stock, every time
-    assert len(stock_runs) == 2
+    assert len(stock_runs) == 1
 
 
-def test_a_changed_graph_is_checked_again(stock_runs: list[int]) -> None:
+def test_a_changed_graph_is_checked_again(stock_runs: list[int], recorded_runs: list[bool]) -> None:
     gm = _edge_module()
     stock_runs.clear()
     with VERIFIED_GRAPHS.scope():
@@ -63,7 +93,32 @@ def test_a_changed_graph_is_checked_again(stock_runs: list[int]) -> None:
         add = next(n for n in gm.graph.nodes if n.op == "call_function")
         add.kwargs = {"alpha": 3.0}
         _verify(gm)
-    assert len(stock_runs) == 2
+    assert recorded_runs == [True, True] and stock_runs == []
+
+
+def test_calls_vouched_for_give_their_recorded_values_and_the_rest_run(calls_run: list[Any]) -> None:
+    gm = _edge_module()
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    calls_run.clear()
+    assert passes_on_recorded_values(gm)
+    assert calls_run == [add.target]  # not vouched for: run, as stock runs it
+    vouch_graph(gm)
+    calls_run.clear()
+    assert passes_on_recorded_values(gm)
+    assert calls_run == []
+
+
+def test_a_stale_recorded_value_leaves_the_graph_to_the_stock_check(stock_runs: list[int]) -> None:
+    gm = _edge_module()
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    add.meta["val"] = add.meta["val"].to(torch.float64)  # a float32 add that claims a float64 result
+    assert not passes_on_recorded_values(gm)  # run: it computes float32
+    vouch_graph(gm)
+    assert not passes_on_recorded_values(gm)  # taken as recorded: float32 inputs, a float64 output
+    stock_runs.clear()
+    with VERIFIED_GRAPHS.scope(), pytest.raises(SpecViolationError, match="mismatched dtypes"):
+        _verify(gm)
+    assert len(stock_runs) == 1
 
 
 def test_a_failing_graph_fails_every_time(stock_runs: list[int]) -> None:

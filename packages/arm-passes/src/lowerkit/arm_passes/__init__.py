@@ -14,6 +14,7 @@ from lowerkit.pass_infra.helpers.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from lowerkit.arm_passes.accelerate import (
         accelerated_arm_pipeline,  # scope: stock Arm backends run the fast pipeline, same bytes
+        accelerated_arm_quantization,  # scope: pt2e quantization with the Arm quantizer, faster, same model
     )
     from lowerkit.arm_passes.bundle import (
         bundled_program,  # the .bpte bytes: the program with a test case per input and its outputs
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     )
     from lowerkit.arm_passes.pipelines import (
         arm_pipeline_passes,  # the passes ArmPassManager runs for a target, in order
+        arm_tfa_passes,  # the passes the Arm quantizer's transform_for_annotation runs, in order
     )
     from lowerkit.arm_passes.preflight import (
         BudgetExceededError,  # the program needs more SRAM or flash than the budget
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     )
     from lowerkit.arm_passes.runner import (
         FastArmPassManager,  # ArmPassManager running its pass list through lowerkit.pass_infra
+        FastGraphModulePassManager,  # the graph-module pipelines' manager, fast-copying as FastArmPassManager
         passes_inserted_after,  # scope: insert passes after a pass of the pipelines built inside
     )
     from lowerkit.arm_passes.targets import (

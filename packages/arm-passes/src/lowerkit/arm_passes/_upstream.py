@@ -8,7 +8,7 @@ override these private upstream methods (their sources are hashed in
 (runner.FastArmPassManager) and ``PropagateViewCopyPermute{Up,Down}Pass._retrace``
 (incremental).
 
-Both patches here are `lowerkit.pass_infra.Patch`es: installed while a scope is open,
+The patches here are `lowerkit.pass_infra.Patch`es: installed while a scope is open,
 dispatching per thread (threads outside a scope get stock ExecuTorch), restored exactly by
 the last scope out.
 """
@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from executorch.backends.arm import _passes as arm_passes_pkg  # private package
 from executorch.backends.arm._passes.arm_pass import ArmPass as ArmPass
+from executorch.backends.arm._passes import arm_pass_manager as arm_pass_manager_module
 from executorch.backends.arm._passes.arm_pass_manager import ArmPassManager as ArmPassManager
 from executorch.backends.arm._passes.fuse_duplicate_users_pass import (
     TOSA_EXCLUDED_TARGETS as TOSA_EXCLUDED_TARGETS,
@@ -49,6 +50,7 @@ from torch._subclasses.fake_tensor import FakeTensor as FakeTensor
 from torch.export import ExportedProgram
 from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
+from torch.fx.passes.infra.pass_manager import PassManager
 from torch.utils import _pytree as pytree
 
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
@@ -65,6 +67,7 @@ __all__ = [
     "PropagateViewCopyPermuteUpPass",
     "RemovePermutesAroundElementwiseTosaOps",
     "build_pass_list",
+    "build_tfa_pass_list",
     "capture_backend_inputs",
     "capture_tosa_flatbuffers",
     "capture_tosa_graphs",
@@ -77,6 +80,7 @@ __all__ = [
     "fake_mode_of",
     "is_int48",
     "patched_arm_pass_manager",
+    "patched_graph_module_pass_manager",
     "permute_targets",
     "pytree",
     "rescale_multipliers",
@@ -183,6 +187,51 @@ def patched_arm_pass_manager(replacement: type) -> Iterator[None]:
     """Make TOSABackend's preprocess (in this thread) build `replacement` instead of ArmPassManager."""
     with ARM_MANAGER.scope(replacement):
         yield
+
+
+class _GraphModulePassManagerForThread(PassManager):
+    """Stands in for the ``GraphModulePassManager`` (torch's ``PassManager``) that ArmPassManager's
+    graph-module pipelines (``transform_for_annotation_pipeline``, control-flow submodules) build
+    while GRAPH_MODULE_PASSES is installed: the class the calling thread's innermost scope
+    asked for, or torch's own ``PassManager`` outside any scope."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        chosen = GRAPH_MODULE_PASSES.options() or PassManager
+        manager = chosen.__new__(chosen)
+        manager.__init__(*args, **kwargs)
+        return manager  # not an instance of cls, so type.__call__ does not __init__ it again
+
+
+#: ArmPassManager's graph-module pipelines build the manager class a scope names.
+GRAPH_MODULE_PASSES = Patch(
+    "lowerkit.arm_passes.graph_module_passes",
+    lambda: [
+        Replacement(
+            arm_pass_manager_module, "GraphModulePassManager", _GraphModulePassManagerForThread, dispatch=False
+        )
+    ],
+)
+
+
+@contextlib.contextmanager
+def patched_graph_module_pass_manager(replacement: type) -> Iterator[None]:
+    """Make ArmPassManager's graph-module pipelines (in this thread) run through `replacement`."""
+    with GRAPH_MODULE_PASSES.scope(replacement):
+        yield
+
+
+def build_tfa_pass_list(compile_spec: Any, graph_module: GraphModule) -> list[Any]:
+    """The exact pass instances ``ArmPassManager.transform_for_annotation_pipeline`` would run, in order."""
+    listed: list[Any] = []
+
+    class _Listing(PassManager):
+        def __call__(self, module: Any) -> PassResult:
+            listed.extend(self.passes)
+            return PassResult(module, False)
+
+    with patched_graph_module_pass_manager(_Listing):
+        ArmPassManager(compile_spec).transform_for_annotation_pipeline(graph_module)
+    return listed
 
 
 def _preprocess_through_wrappers(edge_program: ExportedProgram, compile_spec: Any) -> Any:

@@ -1,4 +1,5 @@
-"""accelerated_arm_pipeline: make ExecuTorch's own Arm lowering run lowerkit's fast pipeline."""
+"""accelerated_arm_pipeline / accelerated_arm_quantization: ExecuTorch's own Arm lowering and Arm
+quantizer, run on lowerkit's fast pipelines."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import contextlib
 from collections.abc import Iterator
 
 from lowerkit.arm_passes import _upstream
-from lowerkit.arm_passes.runner import FastArmPassManager, collect_reports
+from lowerkit.arm_passes.runner import FastArmPassManager, FastGraphModulePassManager, collect_reports
 from lowerkit.arm_passes.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
+from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
 from lowerkit.pass_infra.accelerations.replay_engine import cached_signature_lookups
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 from lowerkit.pass_infra.framework.pipeline import PipelineReport
 
-__all__ = ["accelerated_arm_pipeline"]
+__all__ = ["accelerated_arm_pipeline", "accelerated_arm_quantization"]
 
 
 @contextlib.contextmanager
@@ -52,3 +54,26 @@ class VerifyingFastArmPassManager(FastArmPassManager):
     """FastArmPassManager in verify mode (every pass also re-run the stock way and compared)."""
 
     verify = True
+
+
+@contextlib.contextmanager
+def accelerated_arm_quantization() -> Iterator[None]:
+    """Within the block, pt2e quantization with ExecuTorch's Arm quantizers (``TOSAQuantizer``,
+    ``EthosUQuantizer``, ``VgfQuantizer``) runs faster: the same prepared and converted models.
+
+    ``lowerkit.pass_infra.accelerated_quantization()`` (for any quantizer), and the Arm
+    quantizer's ``transform_for_annotation`` pipeline run as `accelerated_arm_pipeline` runs
+    the backend's: the same passes in the same order, each targeted pass fast-copying the
+    nodes it does not target (`FastGraphModulePassManager`). Scopes nest; only the calling
+    thread is affected; stock (with an ``UnprovenVersionWarning``) on versions other than
+    ``PROVEN_ON``.
+    """
+    with proven_scope(
+        "lowerkit-arm-passes",
+        PROVEN_ON,
+        "accelerated_arm_quantization",
+        accelerated_quantization(),
+        _upstream.patched_graph_module_pass_manager(FastGraphModulePassManager),
+    ):
+        yield
+

@@ -19,7 +19,7 @@ from torch.export import ExportedProgram
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from lowerkit.arm_passes import _upstream
-from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline
+from lowerkit.arm_passes.accelerate import accelerated_arm_pipeline, accelerated_arm_quantization
 from lowerkit.arm_passes.converter import converter_environment
 from lowerkit.arm_passes.devices import (
     compile_spec_for,
@@ -33,7 +33,6 @@ from lowerkit.arm_passes.devices import (
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.transposes import LayoutTransposes, layout_transposes
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
-from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
 from lowerkit.pass_infra.accelerations.settled_heap import settled_heap
 from lowerkit.pass_infra.framework.pipeline import PipelineReport
 from lowerkit.pass_infra.helpers import graph_ops
@@ -107,14 +106,14 @@ def fake_quantize(
 ) -> torch.fx.GraphModule:
     """prepare_pt2e, calibrate, convert_pt2e: the fake-quantized module (before re-export).
 
-    Runs under ``accelerated_quantization()`` (the same module, bit for bit) unless `stock`.
+    Runs under ``accelerated_arm_quantization()`` (the same module, bit for bit) unless `stock`.
     """
     samples = [tuple(s) for s in calibration] if calibration is not None else [inputs]
     if not samples:
         raise ArmLoweringError("calibration is empty; pass at least one input tuple (or None)")
     # check_guards=False: DecomposeLayerNormPass cannot take the _guards_fn call_module node.
     module = program.module(check_guards=False)
-    with contextlib.nullcontext() if stock else accelerated_quantization():
+    with contextlib.nullcontext() if stock else accelerated_arm_quantization():
         prepared = prepare_pt2e(module, quantizer_for(compile_spec, a16w8=a16w8, keep_float=keep_float))
         with torch.no_grad():
             for sample in samples:

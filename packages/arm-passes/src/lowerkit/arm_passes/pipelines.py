@@ -1,4 +1,5 @@
-"""The exact pass list ExecuTorch's ArmPassManager builds for a target."""
+"""The exact pass lists ExecuTorch's ArmPassManager builds for a target: its backend pipeline and
+the Arm quantizer's ``transform_for_annotation`` pipeline."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from torch.export import ExportedProgram
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.devices import compile_spec_for, is_vgf
 
-__all__ = ["arm_pipeline_passes"]
+__all__ = ["arm_pipeline_passes", "arm_tfa_passes"]
 
 
 class _Trivial(torch.nn.Module):
@@ -40,3 +41,13 @@ def arm_pipeline_passes(target: str, exported_program: ExportedProgram | None = 
 
     with _upstream.vgf_pass_insertions():
         return _upstream.build_pass_list(TOSABackend.filter_tosa_compile_specs(spec), program)
+
+
+def arm_tfa_passes(target: str, graph_module: torch.fx.GraphModule | None = None) -> list[Any]:
+    """The pass instances the Arm quantizer's ``transform_for_annotation`` runs for `target`, in order.
+
+    Passes that hold the graph module are built for `graph_module` (default: a trivial one).
+    """
+    module = graph_module if graph_module is not None else torch.export.export(_Trivial(), (torch.ones(2),)).module()
+    return _upstream.build_tfa_pass_list(compile_spec_for(target), module)
+

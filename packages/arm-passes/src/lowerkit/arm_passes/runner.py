@@ -20,18 +20,32 @@ from executorch.exir.pass_base import ExportPass
 from torch.export import ExportedProgram
 from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_base import PassResult
+from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.arm_passes import _upstream
 from lowerkit.arm_passes.incremental import incremental_version
-from lowerkit.arm_passes.targets import REPLAY_AFTER_IN_PLACE_EDITS, targets_of
+from lowerkit.arm_passes.targets import (
+    REPLAY_AFTER_IN_PLACE_EDITS,
+    WHOLE_GRAPH_REPLAYS,
+    arm_call_operator_ops,
+    targets_of,
+)
 from lowerkit.arm_passes.versions import accelerated_ok
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.replay_engine import pipeline_running, vouch_graph
 from lowerkit.pass_infra.errors import PassEquivalenceError
 from lowerkit.pass_infra.framework.compare import first_difference
 from lowerkit.pass_infra.framework.pipeline import PassPipeline, PipelineReport
 from lowerkit.pass_infra.framework.targeted_pass import as_targeted, fast_copy_enabled
 
-__all__ = ["FastArmPassManager", "capture_pass_states", "collect_reports", "fast_passes", "passes_inserted_after"]
+__all__ = [
+    "FastArmPassManager",
+    "FastGraphModulePassManager",
+    "capture_pass_states",
+    "collect_reports",
+    "fast_passes",
+    "passes_inserted_after",
+]
 
 _LOCAL = threading.local()
 
@@ -175,10 +189,15 @@ def fast_passes(passes: list[Any]) -> list[Any]:
             out.append(replacement)
             continue
         entry = targets_of(graph_pass)
+        name = type(graph_pass).__name__
         if entry is not None and entry.ops is not None and isinstance(graph_pass, ExportPass):
-            safe = type(graph_pass).__name__ in REPLAY_AFTER_IN_PLACE_EDITS
+            safe = name in REPLAY_AFTER_IN_PLACE_EDITS
             targeted = as_targeted(graph_pass, entry.ops, fast_copy_safe=safe)
             out.append(targeted if fast_copy_enabled(targeted) else graph_pass)
+        elif name in WHOLE_GRAPH_REPLAYS and isinstance(graph_pass, ExportPass):
+            out.append(
+                as_targeted(graph_pass, arm_call_operator_ops(), fast_copy_safe=True, skip_without_targets=False)
+            )
         else:
             out.append(graph_pass)
     return out
@@ -189,6 +208,9 @@ def run_fast_pipeline(
 ) -> tuple[ExportedProgram, PipelineReport]:
     """Run `passes` on a shallow copy of `exported_program` as ExportedProgramPassManager would."""
     program = _upstream.shallow_program_copy(exported_program)
+    # PassPipeline takes its input's metadata as consistent: vouched for before the input's
+    # check, so the edge verifier's dtype check can read the recorded values (verified_graphs).
+    vouch_graph(program.graph_module)
     _upstream.check_program(program)
     _observe("", program, program.graph_module)
     steps = [
@@ -228,3 +250,27 @@ class FastArmPassManager(_upstream.ArmPassManager):
         if sink is not None:
             sink.append(report)
         return exported_program.graph_module
+
+
+class FastGraphModulePassManager(PassManager):
+    """torch's ``PassManager`` as ArmPassManager's graph-module pipelines build it (the Arm
+    quantizer's ``transform_for_annotation``), running each pass's fast instance (`fast_passes`).
+
+    Torch's own ``__call__`` runs them, in order, with its checks, recompiles and error messages.
+    Its input's metadata is vouched for, as `PassPipeline` vouches for its input, so targeted
+    passes fast-copy the untargeted nodes that stay vouched for; nodes an in-place pass
+    edited, or whose inputs' values changed, replay as stock.
+    """
+
+    def __call__(self, module: Any) -> PassResult:
+        if not isinstance(module, GraphModule) or not accelerated_ok("FastGraphModulePassManager"):
+            return super().__call__(module)
+        stock = self.passes
+        self.passes = fast_passes(stock)
+        try:
+            with pipeline_running():
+                vouch_graph(module)
+                return super().__call__(module)
+        finally:
+            self.passes = stock
+

@@ -1,4 +1,5 @@
-"""The audited target table: for every pass class in the Arm pipelines, its targeted ops or why it is whole-graph.
+"""The audited target table: for every pass class in the Arm pipelines (the backend's, and the Arm
+quantizer's ``transform_for_annotation``), its targeted ops or why it is whole-graph.
 
 A pass's targets come from upstream's own class attributes (``target_ops`` and friends, read
 by ``lowerkit.pass_infra.discover_targeted_ops``), or from ``LISTED_TARGETS`` here; a pass
@@ -15,11 +16,29 @@ from typing import Any
 
 from lowerkit.pass_infra.framework.discovery import discover_targeted_ops
 
-__all__ = ["LISTED_TARGETS", "REPLAY_AFTER_IN_PLACE_EDITS", "WHOLE_GRAPH", "PassTargets", "audit", "targets_of"]
+__all__ = [
+    "ARM_CALL_OPERATOR_OPS",
+    "LISTED_TARGETS",
+    "REPLAY_AFTER_IN_PLACE_EDITS",
+    "WHOLE_GRAPH",
+    "WHOLE_GRAPH_REPLAYS",
+    "PassTargets",
+    "arm_call_operator_ops",
+    "audit",
+    "targets_of",
+]
 
 #: Passes whose upstream class has no target attribute, with the ops lowerkit lists for them.
-#: Keyed by class name; values are resolved lazily (op namespaces load with the backend).
-LISTED_TARGETS: dict[str, tuple[str, ...]] = {}
+#: Keyed by class name; values are resolved lazily (op namespaces load with the backend):
+#: ``aten.*`` under ``torch.ops``, the rest under ExecuTorch's ``exir_ops``.
+LISTED_TARGETS: dict[str, tuple[str, ...]] = {
+    # the ops its call() rewrites: its own torch_ops and ComputeConstantOpsAOTPass.targeted_ops
+    "ConvertInt64ConstOpsToInt32Pass": (
+        "aten.full.default", "aten.arange.default", "aten.arange.start", "aten.arange.start_step",
+        "aten.eye.default", "aten.linspace.default", "edge.aten.full.default", "edge.aten.arange.start_step",
+        "edge.aten.eye.default", "edge.aten.linspace.default", "aten.scalar_tensor.default",
+    ),
+}  # fmt: skip
 
 #: Passes that must replay the whole graph, each with the reason.
 WHOLE_GRAPH: dict[str, str] = {
@@ -64,6 +83,17 @@ WHOLE_GRAPH: dict[str, str] = {
     "SymbolicToTosaShapesPass": "rewrites symbolic shape expressions of any op",
     "InsertRescalePass": "inserts RESCALE wherever qparams meta of any op differ from its inputs'",
     "EnsureUniqueOutputNodesPass": "rewrites the output node's arguments, not call_function ops",
+    # transform_for_annotation only:
+    "RemoveGraphAssertsPass": "erases assert and range-constraint nodes in place (no replay to target)",
+    "ConstantFoldingPass": "folds constant subgraphs of any op with torch's export constant folding",
+    "ConvertInt64OutputOpsToInt32Pass": "rewrites or removes any op with an int64 output",
+    "InsertInt32CastsAfterInt64PlaceholdersPass": "inserts casts after int64 placeholders: placeholders, not ops",
+    "DecomposeScaledDotProductAttentionPass": "overrides call() and decomposes SDPA through a whole-graph trace",
+    "DecomposeGruPass": "overrides call() and expands GRU nodes with a graph walk",
+    "DecomposeLstmPass": "overrides call() and expands LSTM nodes with a graph walk",
+    "DecomposeRnnPass": "overrides call() and expands RNN nodes with a graph walk",
+    "ReplaceInfAndLimitValuesPass": "rewrites infinite and limit values in the arguments of any op",
+    "DeduplicateGetAttrPass": "renames duplicate get_attr nodes: attributes, not ops",
     # VGF only (inserted by VgfBackend.preprocess):
     "InsertGridSamplerGridDequantPass": "overrides call() and inserts dequantizes on grid_sampler grids via graph walk",
     "FuseGridSamplerFlowOffsetPass": "overrides call() and matches q/dq, expand, linspace and cat chains feeding grid_sampler",
@@ -75,13 +105,43 @@ WHOLE_GRAPH: dict[str, str] = {
 #: vouched for, so they replay and re-dispatch as stock; the package tests read each ``call()``.
 REPLAY_AFTER_IN_PLACE_EDITS: frozenset[str] = frozenset(
     {
-        "BroadcastArgsPass", "ComputeConstantOpsAOTPass", "ConvertMinMaxPass", "ConvertSplitToSlicePass",
+        "BroadcastArgsPass", "ComputeConstantOpsAOTPass", "ConvertInt64ConstOpsToInt32Pass", "ConvertMinMaxPass",
+        "ConvertSplitToSlicePass",
         "DecomposeBatchNormNoStatsPass", "DecomposeGroupNormPass", "DecomposeLayerNormPass", "DecomposeLinearPass",
         "DecomposeSelectPass", "DecomposeUnsupportedBilinearResizePass", "FuseIdenticalInputTransformsPass",
         "InsertConstShapesPass", "MatchArgDtypePass", "MatchArgRanksPass", "RemoveNoopPass",
         "RewriteBoolToFp32CastViaInt8Pass", "RewriteMXFPConv2dPass", "RewriteMXFPLinearPass", "RewriteUpsamplePass",
+        "ScalarsToAttributePass",
     }
 )  # fmt: skip
+
+
+#: Whole-graph passes whose ``call()`` edits the graph in place and then replays it once with
+#: ExportPass's own ``call()`` (``super().call``), with no ``call_operator`` of their own: the replay
+#: re-creates every node as it is. They always run, and fast-copy every node pass-infra still vouches
+#: for; edited nodes, and users of nodes whose values changed, replay as stock. The replay's
+#: ``call_operator`` is ArmPass's, which treats `ARM_CALL_OPERATOR_OPS` specially: those replay.
+#: Nested (control-flow) graphs are left out. The package tests read each ``call()``.
+WHOLE_GRAPH_REPLAYS: frozenset[str] = frozenset(
+    {
+        "CanonicalizeViewCopyPermutePass", "CastInt64BuffersToInt32Pass", "ConvertELUParamsPass", "DecomposeAnyPass",
+        "DecomposeCumsumPass", "DecomposeEmbeddingPass", "DecomposeQuantNodesPass", "EnsureUniqueOutputNodesPass",
+        "ExirToTosaPass", "FoldAndAnnotateQParamsPass", "FuseBatchNorm2dPass", "FuseConsecutiveClampsPass",
+        "FuseConsecutiveRescalesPass", "FuseConstantArgsPass", "FuseDuplicateUsersPass", "FuseEqualPlaceholdersPass",
+        "FuseQuantizedActivationPass", "FuseViewCopyTransformPass", "InsertRescaleInt32Pass", "InsertRescalePass",
+        "InsertTableOpsPass", "MoveDataMovementOpsToSmallerDtypePass", "NormalizeDelegateIOLayoutPass",
+        "QuantizeClampArgumentsPass", "RemoveGetItemPass", "RewriteConvPass", "RewriteMatmulPass",
+        "SizeAdjustInputPass", "UnsqueezeBeforeRepeatPass", "UnsqueezeScalarPlaceholdersPass",
+    }
+)  # fmt: skip
+
+#: The ops ``ArmPass.call_operator`` gives a value of its own (quantized ops without a fake kernel).
+ARM_CALL_OPERATOR_OPS: tuple[str, ...] = ("edge.aten.bmm.default", "edge.aten.leaky_relu.default")
+
+
+def arm_call_operator_ops() -> tuple[Any, ...]:
+    """`ARM_CALL_OPERATOR_OPS`, resolved."""
+    return tuple(_resolve(spec) for spec in ARM_CALL_OPERATOR_OPS)
 
 
 @dataclass(frozen=True)
@@ -95,10 +155,12 @@ class PassTargets:
 
 
 def _resolve(spec: str) -> Any:
-    """Resolve a dotted op name under ``exir_ops`` (e.g. ``edge.aten.mm.default``)."""
+    """Resolve a dotted op name: ``aten.*`` under ``torch.ops``, else under ``exir_ops`` (``edge.aten.mm.default``)."""
+    import torch
+
     from lowerkit.arm_passes._upstream import exir_ops
 
-    obj: Any = exir_ops
+    obj: Any = torch.ops if spec.startswith("aten.") else exir_ops
     for part in spec.split("."):
         obj = getattr(obj, part)
     return obj

@@ -8,6 +8,7 @@ Proven on torch 2.13.0 and ExecuTorch 1.5.1 (``lowerkit.pass_infra.accelerations
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,6 +67,9 @@ __all__ = [
     "decomposes_by_itself",
     "direct_copy_possible",
     "dispatched_arguments",
+    "edge_op_aten",
+    "edge_verifier_context",
+    "edge_verifier_inputs",
     "eager_input_vals",
     "extract_symbolic_snapshot",
     "fake_cache",
@@ -75,6 +79,7 @@ __all__ = [
     "fx_traceback_module",
     "has_cia_kernel",
     "histogram_observer_class",
+    "higher_order_call_error",
     "histogram_quantization_error",
     "is_mutating",
     "is_operator",
@@ -89,6 +94,7 @@ __all__ = [
     "py_impl_owner",
     "pytree",
     "qualified_op_name",
+    "recorded_value_arg_validator",
     "register_scope",
     "rename_nodes",
     "rename_without_collisions",
@@ -189,6 +195,11 @@ def is_operator(value: Any) -> bool:
         value,
         OpOverload | OpOverloadPacket | HigherOrderOperator | EdgeOpOverload | EdgeOpOverloadPacket,
     )
+
+
+def edge_op_aten(op: EdgeOpOverload) -> Any:
+    """The ATen operator an edge operator calls (``EdgeOpOverload.__call__`` is ``self._op(...)``)."""
+    return op._op
 
 
 def qualified_op_name(packet: Any) -> str:
@@ -334,6 +345,12 @@ def replay_run_node(
     """
     interpreter.node = n
     defer_debug_str(interpreter.callback, n)
+    if n.op == "placeholder" and type(interpreter.callback).placeholder in _STOCK_PLACEHOLDERS:
+        # The base's placeholder() replaces the new node's metadata with the old node's, so what
+        # create_node derives from the current node's (copies of its fields, seq_nr, stack trace)
+        # is thrown away: not derived.
+        with _node_meta_not_preserved():
+            return interpreter.placeholder(n.target, *interpreter.fetch_args_kwargs_from_env(n))
     with shared_current_meta(n, pass_name):
         args, kwargs = interpreter.fetch_args_kwargs_from_env(n)
         if not isinstance(args, tuple):
@@ -341,6 +358,21 @@ def replay_run_node(
         if not isinstance(kwargs, dict):
             raise AssertionError(f"Expected kwargs to be dict, got {type(kwargs)}")
         return getattr(interpreter, n.op)(n.target, args, kwargs)
+
+
+#: ExecuTorch's and torch's ``ExportPass`` base ``placeholder()``: a node whose metadata is the old node's.
+_STOCK_PLACEHOLDERS = (_pass_base._ExportPassBase.placeholder, _torch_pass_base._ExportPassBaseDeprecatedDoNotUse.placeholder)
+
+
+@contextmanager
+def _node_meta_not_preserved() -> Iterator[None]:
+    """Within the block torch's tracers derive no node metadata (``fx_traceback.preserve_node_meta`` off)."""
+    saved = _fx_traceback.should_preserve_node_meta
+    _fx_traceback.should_preserve_node_meta = False
+    try:
+        yield
+    finally:
+        _fx_traceback.should_preserve_node_meta = saved
 
 
 def overrides_set_current_node(interpreter: Any) -> bool:
@@ -878,3 +910,52 @@ def edge_verifier_module() -> Any:
     import executorch.exir.verification.verifier as verifier
 
     return verifier
+
+
+def edge_verifier_inputs(graph_module: torch.fx.GraphModule) -> list[Any]:
+    """The placeholder values the edge verifier's dtype check runs its graph on (``_get_inputs``)."""
+    return list(edge_verifier_module()._get_inputs(graph_module))
+
+
+@functools.cache
+def recorded_value_arg_validator() -> type:
+    """ExecuTorch's ``EdgeOpArgValidator`` (the dtype check's Interpreter), its checks verbatim,
+    with each call's result taken from the node's recorded ``meta["val"]`` instead of running it.
+
+    The validator checks a call, then hands it to ``super().call_function``; here that is
+    `_RecordedValues` (next in this class's method order), which asks ``recorded_value(node, run)``
+    (``EdgeOpArgValidator.run_node`` sets ``self.node``; ``run()`` runs the call as stock does).
+    """
+    from executorch.exir.verification.arg_validator import EdgeOpArgValidator
+
+    class _RecordedValues(Interpreter):
+        node: Node
+
+        def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+            return self.recorded_value(self.node, lambda: super(_RecordedValues, self).call_function(target, args, kwargs))
+
+        def recorded_value(self, node: Node, run: Callable[[], Any]) -> Any:
+            """`node`'s value for the rest of the check (set by `passes_on_recorded_values`)."""
+            raise NotImplementedError
+
+    class RecordedValueArgValidator(EdgeOpArgValidator, _RecordedValues):  # type: ignore[misc]
+        pass
+
+    return RecordedValueArgValidator
+
+
+def edge_verifier_context(graph_module: torch.fx.GraphModule) -> Any:
+    """The context the edge verifier's dtype check runs its graph in: the graph's fake mode, python dispatcher."""
+    from torch._dispatch.python import enable_python_dispatcher
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(enable_python_dispatcher())
+    stack.enter_context(edge_verifier_module()._detect_fake_mode_from_gm(graph_module) or contextlib.nullcontext())
+    return stack
+
+
+def higher_order_call_error() -> type[Exception]:
+    """What ``EdgeOpArgValidator`` raises on a delegate call (the stock check stops there and passes)."""
+    from executorch.exir.verification.arg_validator import RunHigherOrderOperatorError
+
+    return RunHigherOrderOperatorError

@@ -23,6 +23,7 @@ from torch.fx.immutable_collections import immutable_dict, immutable_list
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra._upstream import (
     COPY_META_FIELDS,
+    EdgeOpOverload,
     ExportPass,
     ExportPassBase,
     FakeTensor,
@@ -49,6 +50,7 @@ __all__ = [
     "map_proxy_values",
     "pipeline_running",
     "plainly_static",
+    "same_fake_metadata",
     "validate_symbolic_inputs",
     "vouch_graph",
     "vouch_node",
@@ -226,7 +228,7 @@ def _reusable_value(val: Any, mode: Any) -> bool:
     return val is None or type(val) in (int, float, bool)
 
 
-def _same_fake_metadata(new: Any, old: Any) -> bool:
+def same_fake_metadata(new: Any, old: Any) -> bool:
     """True when FakeTensors `new` and `old` have the metadata a FakeTensor dispatch reads
     (mode, dtype, device, static shape, stride, storage offset; neither a constant)."""
     if type(new) is not FakeTensor or type(old) is not FakeTensor:
@@ -290,7 +292,7 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
                 and recorded.constant is not None
                 and data is recorded.constant
             )
-            or (equal_metadata and _same_fake_metadata(data, recorded))
+            or (equal_metadata and same_fake_metadata(data, recorded))
         )
     if type(new) in _PROXY_VALUES:
         return False
@@ -324,11 +326,19 @@ def _same_inputs(new: Any, old: Any, equal_metadata: bool = False) -> bool:
     return type(new) is type(old) and bool(new == old)
 
 
+def _computes_as(target: Any, recorded: Any) -> bool:
+    """True when calling `target` computes what calling `recorded` does: the same operator, or
+    the edge dialect's wrapper of it (``EdgeOpOverload.__call__`` calls its ATen op; ExecuTorch's
+    ``OpReplacePass`` re-creates every ATen node as its edge op)."""
+    return target is recorded or (type(target) is EdgeOpOverload and _upstream.edge_op_aten(target) is recorded)
+
+
 def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -> Any:
-    """The replayed node's own meta["val"] when this _fx call re-creates it unchanged."""
+    """The replayed node's own meta["val"] when this _fx call computes it from the same inputs."""
     node = getattr(_replay_tls, "node", None)
-    if node is None or kind != "call_function" or node.target is not target:
+    if node is None or kind != "call_function" or not _computes_as(target, node.target):
         return _MISSING
+    target = node.target  # the ATen op's schema: an edge op's says the same, in its own class
     schema = getattr(target, "_schema", None)
     if schema is not None and schema.is_mutable:
         return _MISSING

@@ -12,11 +12,21 @@ may compute with those). A graph equal on all of that passes again without runni
 that fails is never remembered, so it fails every time, as stock; a graph holding anything
 else (symbolic values, unknown argument types) always runs the check. The sources the key
 follows are pinned in pass-infra's ``test_upstream_sources.py``.
+
+A graph seen for the first time is checked on its recorded values: ExecuTorch's own validator,
+with each call pass-infra vouches for (`replay_engine.is_vouched`: its ``meta["val"]`` is what
+running it on its inputs' recorded values gives, the fact value reuse and fast-copy rest on)
+giving that value instead of computing it in FakeTensor mode, and every other call run as stock
+runs it and required to compute a value with the recorded one's metadata
+(`_upstream.recorded_value_arg_validator`). The check reads only dtypes. A graph that check
+does not pass runs the stock check (which raises its own error).
 """
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,8 +34,9 @@ from torch.fx import GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, same_fake_metadata
 
-__all__ = ["VERIFIED_GRAPHS", "graph_key"]
+__all__ = ["VERIFIED_GRAPHS", "graph_key", "passes_on_recorded_values"]
 
 #: How many passing graphs are remembered (the oldest is forgotten first).
 _REMEMBERED = 64
@@ -124,11 +135,67 @@ def check_arguments_once(gm: GraphModule) -> None:
     if key is not None and key in _passed:
         _passed.move_to_end(key)
         return
-    _STOCK[0](gm)
+    if not passes_on_recorded_values(gm):
+        _STOCK[0](gm)
     if key is not None:
         _passed[key] = None
         if len(_passed) > _REMEMBERED:
             _passed.popitem(last=False)
+
+
+def _computes_alike(value: Any, recorded: Any) -> bool:
+    """True when `value` has what a later fake call reads of `recorded` (tensor metadata, scalars)."""
+    if isinstance(recorded, (list, tuple)):
+        return (
+            type(value) is type(recorded)
+            and len(value) == len(recorded)
+            and all(_computes_alike(v, r) for v, r in zip(value, recorded, strict=True))
+        )
+    if isinstance(recorded, torch.Tensor):
+        return same_fake_metadata(value, recorded)
+    return type(value) is type(recorded) and bool(value == recorded)
+
+
+class _StaleValue(Exception):
+    """A call not vouched for computes a value other than the one it recorded."""
+
+
+@functools.cache
+def _validator_class() -> type:
+    """ExecuTorch's dtype validator reading each vouched-for call's recorded value, running the others."""
+
+    class RecordedValueValidator(_upstream.recorded_value_arg_validator()):  # type: ignore[misc]
+        def recorded_value(self, node: Node, run: Callable[[], Any]) -> Any:
+            recorded = node.meta["val"]
+            if is_vouched(node):
+                return recorded
+            if not _computes_alike(run(), recorded):
+                raise _StaleValue(node.name)
+            return recorded  # what its users computed with when they were vouched for
+
+    return RecordedValueValidator
+
+
+def passes_on_recorded_values(gm: GraphModule) -> bool:
+    """True when the dtype check passes `gm`, run on its calls' recorded values.
+
+    A call pass-infra vouches for gives its recorded ``meta["val"]``; any other call runs (in
+    the graph's fake mode, as stock) and must compute a value with the recorded one's metadata.
+    False means "run the stock check": a call without a value, a ``call_module``, a recorded value
+    that is stale, a dtype mismatch, or any error (the stock check raises its own).
+    """
+    for node in gm.graph.nodes:
+        if node.op == "call_module" or (node.op == "call_function" and "val" not in node.meta):
+            return False
+    validator = _validator_class()(gm)
+    try:
+        with _upstream.edge_verifier_context(gm):
+            validator.run(*_upstream.edge_verifier_inputs(gm))
+    except _upstream.higher_order_call_error():
+        return True  # the stock check stops at a delegate call and passes, too
+    except Exception:
+        return False
+    return not validator.violating_ops
 
 
 _STOCK: list[Any] = []

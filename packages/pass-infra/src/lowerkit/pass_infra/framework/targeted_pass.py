@@ -313,11 +313,15 @@ def should_run(pass_: Any, graph_module: GraphModule) -> bool:
     return graph_has_target(graph_module, keys)
 
 
-_TARGETED_CLASSES: dict[tuple[type, bool], type] = {}
+_TARGETED_CLASSES: dict[tuple[type, bool, bool], type] = {}
 
 
-def _targeted_class(cls: Any, fast_copy_safe: bool) -> type:
-    key = (cls, fast_copy_safe)
+def _always(self: Any, graph_module: GraphModule) -> bool:
+    return True
+
+
+def _targeted_class(cls: Any, fast_copy_safe: bool, skip_without_targets: bool = True) -> type:
+    key = (cls, fast_copy_safe, skip_without_targets)
     made = _TARGETED_CLASSES.get(key)
     if made is not None:
         return made
@@ -327,19 +331,20 @@ def _targeted_class(cls: Any, fast_copy_safe: bool) -> type:
         {},
     )
     interpreter.__qualname__ = f"{cls.__qualname__}.ExportInterpreter"
-    made = type(
-        cls.__name__,
-        (cls,),
-        {
-            "ExportInterpreter": interpreter,
-            "should_run": lambda self, gm: should_run(self, gm),
-            "fast_copy_safe": fast_copy_safe,
-            "_lowerkit_original": cls,
-            "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__,
-            "__doc__": cls.__doc__,
-        },
-    )
+    namespace = {
+        "ExportInterpreter": interpreter,
+        "should_run": (lambda self, gm: should_run(self, gm)) if skip_without_targets else _always,
+        "fast_copy_safe": fast_copy_safe,
+        "_lowerkit_original": cls,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    made = type(cls.__name__, (cls,), namespace)
+    # A class attribute the pass's __init_subclass__ gave the copy anew (ExecuTorch's
+    # AtenToDialectPass gives each subclass an empty substitution registry) is the pass's own.
+    for name in [n for n in vars(made) if n not in namespace and not n.startswith("__") and hasattr(cls, n)]:
+        delattr(made, name)
     _TARGETED_CLASSES[key] = made
     return made
 
@@ -349,11 +354,14 @@ def as_targeted(
     targeted_ops: Collection[Any] | None = None,
     *,
     fast_copy_safe: bool = False,
+    skip_without_targets: bool = True,
 ) -> ExportPass:
     """A copy of an existing ExportPass instance that runs with targets, should_run and fast-copy.
 
     `targeted_ops` defaults to `discover_targeted_ops(pass_)`. The copy's class is a
     subclass of the pass's class with the same name, so names and isinstance checks hold.
+    Without `skip_without_targets` the copy always runs (a pass whose ``call()`` does work of
+    its own and then replays, the replay going through ``call_operator`` only for `targeted_ops`).
     """
     from lowerkit.pass_infra.framework.discovery import discover_targeted_ops
 
@@ -367,7 +375,7 @@ def as_targeted(
     ops = discover_targeted_ops(pass_) if targeted_ops is None else tuple(targeted_ops)
     original = getattr(type(pass_), "_lowerkit_original", type(pass_))
     made = copy.copy(pass_)
-    made.__class__ = _targeted_class(original, fast_copy_safe)
+    made.__class__ = _targeted_class(original, fast_copy_safe, skip_without_targets)
     made.__dict__["targeted_ops"] = None if ops is None else tuple(ops)
     if ops is not None:
         declared_keys(ops)  # validate early
