@@ -15,7 +15,11 @@ from torch._export.verifier import SpecViolationError
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations import verified_graphs
 from lowerkit.pass_infra.accelerations.replay_engine import vouch_graph
-from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS, graph_key, passes_on_recorded_values
+from lowerkit.pass_infra.accelerations.verified_graphs import (
+    VERIFIED_GRAPHS,
+    graph_key,
+    passes_on_recorded_values,
+)
 
 
 class _AddScaled(torch.nn.Module):

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 from executorch.backends.arm import _passes as arm_passes_pkg  # private package
-from executorch.backends.arm._passes.arm_pass import ArmPass as ArmPass
 from executorch.backends.arm._passes import arm_pass_manager as arm_pass_manager_module
+from executorch.backends.arm._passes.arm_pass import ArmPass as ArmPass
 from executorch.backends.arm._passes.arm_pass_manager import ArmPassManager as ArmPassManager
 from executorch.backends.arm._passes.fuse_duplicate_users_pass import (
     TOSA_EXCLUDED_TARGETS as TOSA_EXCLUDED_TARGETS,

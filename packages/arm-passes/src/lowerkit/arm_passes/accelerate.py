@@ -7,7 +7,11 @@ import contextlib
 from collections.abc import Iterator
 
 from lowerkit.arm_passes import _upstream
-from lowerkit.arm_passes.runner import FastArmPassManager, FastGraphModulePassManager, collect_reports
+from lowerkit.arm_passes.runner import (
+    FastArmPassManager,
+    FastGraphModulePassManager,
+    collect_reports,
+)
 from lowerkit.arm_passes.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization

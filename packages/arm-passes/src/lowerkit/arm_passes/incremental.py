@@ -36,9 +36,9 @@ from lowerkit.arm_passes._upstream import (
     FakeTensor,
     OpOverload,
     RemovePermutesAroundElementwiseTosaOps,
-    exir_ops,
     pytree,
 )
+from lowerkit.arm_passes.targets import no_quantized_fake_kernel_ops
 from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_node
 
 __all__ = [
@@ -47,10 +47,7 @@ __all__ = [
     "incremental_version",
 ]
 
-#: Ops ArmPass.call_operator gives an empty_like result instead of dispatching, when quantized.
-_NO_QUANTIZED_FAKE_KERNEL = frozenset(
-    {exir_ops.edge.aten.bmm.default, exir_ops.edge.aten.leaky_relu.default}
-)
+_NO_QUANTIZED_FAKE_KERNEL = no_quantized_fake_kernel_ops()
 
 
 class _RefreshUnsupported(Exception):

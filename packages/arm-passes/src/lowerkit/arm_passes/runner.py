@@ -27,7 +27,7 @@ from lowerkit.arm_passes.incremental import incremental_version
 from lowerkit.arm_passes.targets import (
     REPLAY_AFTER_IN_PLACE_EDITS,
     WHOLE_GRAPH_REPLAYS,
-    arm_call_operator_ops,
+    no_quantized_fake_kernel_ops,
     targets_of,
 )
 from lowerkit.arm_passes.versions import accelerated_ok
@@ -196,7 +196,9 @@ def fast_passes(passes: list[Any]) -> list[Any]:
             out.append(targeted if fast_copy_enabled(targeted) else graph_pass)
         elif name in WHOLE_GRAPH_REPLAYS and isinstance(graph_pass, ExportPass):
             out.append(
-                as_targeted(graph_pass, arm_call_operator_ops(), fast_copy_safe=True, skip_without_targets=False)
+                as_targeted(
+                    graph_pass, no_quantized_fake_kernel_ops(), fast_copy_safe=True, skip_without_targets=False
+                )
             )
         else:
             out.append(graph_pass)

@@ -10,6 +10,7 @@ fails loudly (see the package tests).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,14 +18,13 @@ from typing import Any
 from lowerkit.pass_infra.framework.discovery import discover_targeted_ops
 
 __all__ = [
-    "ARM_CALL_OPERATOR_OPS",
     "LISTED_TARGETS",
     "REPLAY_AFTER_IN_PLACE_EDITS",
     "WHOLE_GRAPH",
     "WHOLE_GRAPH_REPLAYS",
     "PassTargets",
-    "arm_call_operator_ops",
     "audit",
+    "no_quantized_fake_kernel_ops",
     "targets_of",
 ]
 
@@ -120,7 +120,7 @@ REPLAY_AFTER_IN_PLACE_EDITS: frozenset[str] = frozenset(
 #: ExportPass's own ``call()`` (``super().call``), with no ``call_operator`` of their own: the replay
 #: re-creates every node as it is. They always run, and fast-copy every node pass-infra still vouches
 #: for; edited nodes, and users of nodes whose values changed, replay as stock. The replay's
-#: ``call_operator`` is ArmPass's, which treats `ARM_CALL_OPERATOR_OPS` specially: those replay.
+#: ``call_operator`` is ArmPass's, which treats `no_quantized_fake_kernel_ops` specially: those replay.
 #: Nested (control-flow) graphs are left out. The package tests read each ``call()``.
 WHOLE_GRAPH_REPLAYS: frozenset[str] = frozenset(
     {
@@ -135,13 +135,12 @@ WHOLE_GRAPH_REPLAYS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
-#: The ops ``ArmPass.call_operator`` gives a value of its own (quantized ops without a fake kernel).
-ARM_CALL_OPERATOR_OPS: tuple[str, ...] = ("edge.aten.bmm.default", "edge.aten.leaky_relu.default")
 
 
-def arm_call_operator_ops() -> tuple[Any, ...]:
-    """`ARM_CALL_OPERATOR_OPS`, resolved."""
-    return tuple(_resolve(spec) for spec in ARM_CALL_OPERATOR_OPS)
+@functools.cache
+def no_quantized_fake_kernel_ops() -> frozenset[Any]:
+    """The ops ``ArmPass.call_operator`` gives an ``empty_like`` value instead of dispatching, when quantized."""
+    return frozenset({_resolve("edge.aten.bmm.default"), _resolve("edge.aten.leaky_relu.default")})
 
 
 @dataclass(frozen=True)
