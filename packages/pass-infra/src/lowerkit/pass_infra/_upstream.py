@@ -37,6 +37,7 @@ from torch.utils import _pytree as pytree
 
 __all__ = [
     "COPY_META_FIELDS",
+    "EXPORT_GRAPH_MODULE",
     "HISTOGRAM_SEARCH_METHOD",
     "STOCK_RUN_DECOMPOSITIONS",
     "TORCH_SYM_OPS",
@@ -71,6 +72,7 @@ __all__ = [
     "edge_op_aten",
     "edge_verifier_context",
     "edge_verifier_inputs",
+    "exported_program_module",
     "extract_symbolic_snapshot",
     "fake_cache",
     "fake_cache_module",
@@ -84,6 +86,7 @@ __all__ = [
     "is_mutating",
     "is_operator",
     "lazy_call_submodule",
+    "lazy_export_graph_module",
     "library_utils",
     "module_node_source",
     "needs_eager_input_vals",
@@ -672,6 +675,23 @@ def histogram_quantization_error(observer: Any, start_bin: int, end_bin: int) ->
 STOCK_RUN_DECOMPOSITIONS = torch.export.ExportedProgram.run_decompositions
 
 
+def exported_program_module() -> Any:
+    """``torch.export.exported_program``, whose ``ExportedProgram.__init__`` builds its graph module
+    with the module-level `EXPORT_GRAPH_MODULE`."""
+    import torch.export.exported_program as module
+
+    return module
+
+
+#: The function ``ExportedProgram.__init__`` builds its graph module with (a global of its module).
+EXPORT_GRAPH_MODULE = "_create_graph_module_for_export"
+
+
+def lazy_export_graph_module(root: Any, graph: torch.fx.Graph) -> Any:
+    """``_create_graph_module_for_export`` building a _LazyGraphModule (its code made on first use)."""
+    return _LazyGraphModule(root, graph)
+
+
 def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """`program` with its own graph module (nodes copied, metadata dicts shallow-copied) and signature.
 
@@ -680,15 +700,13 @@ def copy_exported_program(program: torch.export.ExportedProgram) -> torch.export
     """
     import copy
 
-    from torch.export.exported_program import _create_graph_module_for_export
-
     graph = copy.deepcopy(program.graph)
     for source, copied in zip(program.graph.nodes, graph.nodes, strict=True):
         # Graph copies rename nodes that shadow builtins (nn.Sequential's `input` -> `input_1`); a
         # re-trace keeps the signature's names, so keep them too.
         if copied.name != source.name:
             copied.name = source.name
-    graph_module = _create_graph_module_for_export(program.graph_module, graph)
+    graph_module = exported_program_module()._create_graph_module_for_export(program.graph_module, graph)
     # Its own state-dict mapping (the same tensors), as run_decompositions gives: lowering
     # removes delegated weights from it, which must not reach the caller's program.
     state_dict = dict(program.state_dict)

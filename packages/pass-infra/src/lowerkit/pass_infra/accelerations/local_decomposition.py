@@ -49,10 +49,21 @@ from torch.export.graph_signature import InputKind
 from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations.deferred_recompile import plain_graph_module
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["decompose_locally", "emulation_blocker", "last_refusal", "record_as_traced", "trace_names"]
 
 _REFUSAL = threading.local()
+
+#: Within its scope ExportedProgram builds lazily compiled graph modules: the copy's graph changes
+#: before anything runs it, so its code is generated once, at the end, not at each construction.
+_LAZY_COPIES = Patch(
+    "lowerkit.pass_infra.accelerations.local_decomposition.lazy_copies",
+    lambda: [
+        Replacement(_upstream.exported_program_module(), _upstream.EXPORT_GRAPH_MODULE, _upstream.lazy_export_graph_module)
+    ],
+)
 #: A name's numbering suffix (``view_12``).
 _NUMBERING = re.compile(r"(_\d+)+$")
 
@@ -138,7 +149,9 @@ def decompose_locally(
             # not named the way a trace names it: re-trace the stock way (numbering aside: a
             # trace's dead-code elimination leaves gaps)
             return _refuse(f"{node.name} is not named as a trace names it ({name})")
-    result = _upstream.copy_exported_program(program)
+    with _LAZY_COPIES.scope():
+        # its graph module's code is made once, from the final graph (below)
+        result = _upstream.copy_exported_program(program)
     _functionalize(result.graph)
     _dispatch_arguments(result.graph)
     spliced: set[Node] = set()
@@ -163,7 +176,7 @@ def decompose_locally(
     record_as_traced(program, result, spliced)
     old_names = {node: node.name for node in result.graph.nodes}
     _upstream.rename_nodes(result.graph, names)
-    result.graph_module.recompile()
+    plain_graph_module(result.graph_module)
     renamed = {old: node.name for node, old in old_names.items()}
     renamed.update({old: node.name for old, node in replaced.items()})
     for spec in result.graph_signature.output_specs:
