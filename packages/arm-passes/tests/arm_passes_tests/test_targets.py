@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from executorch.exir.pass_base import ExportPass
 
-from lowerkit.arm_passes import ARM_TARGETS, PassTargets, arm_pipeline_passes, arm_tfa_passes, audit, targets_of
+from lowerkit.arm_passes import (
+    ARM_TARGETS,
+    PassTargets,
+    arm_pipeline_passes,
+    arm_tfa_passes,
+    audit,
+    targets_of,
+)
 from lowerkit.arm_passes.targets import (
     LISTED_TARGETS,
     REPLAY_AFTER_IN_PLACE_EDITS,

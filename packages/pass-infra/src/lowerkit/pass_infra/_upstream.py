@@ -639,7 +639,8 @@ def override_composite_implicit_decomp(cia_ops_to_callable: dict[Any, Any]) -> I
 
 
 def exported_program_module() -> Any:
-    """``torch.export.exported_program``, which looks ``_override_composite_implicit_decomp`` up by name."""
+    """``torch.export.exported_program``, which looks ``_override_composite_implicit_decomp`` and
+    `EXPORT_GRAPH_MODULE` (in ``ExportedProgram.__init__``) up by name."""
     import torch.export.exported_program as ep
 
     return ep
@@ -673,14 +674,6 @@ def histogram_quantization_error(observer: Any, start_bin: int, end_bin: int) ->
 
 #: torch's own ``ExportedProgram.run_decompositions`` (taken at import: before any lowerkit scope).
 STOCK_RUN_DECOMPOSITIONS = torch.export.ExportedProgram.run_decompositions
-
-
-def exported_program_module() -> Any:
-    """``torch.export.exported_program``, whose ``ExportedProgram.__init__`` builds its graph module
-    with the module-level `EXPORT_GRAPH_MODULE`."""
-    import torch.export.exported_program as module
-
-    return module
 
 
 #: The function ``ExportedProgram.__init__`` builds its graph module with (a global of its module).
