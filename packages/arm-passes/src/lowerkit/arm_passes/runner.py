@@ -264,10 +264,12 @@ class FastGraphModulePassManager(PassManager):
     edited, or whose inputs' values changed, replay as stock.
     """
 
+    passes: list[Any]
+
     def __call__(self, module: Any) -> PassResult:
         if not isinstance(module, GraphModule) or not accelerated_ok("FastGraphModulePassManager"):
             return super().__call__(module)
-        stock = self.passes
+        stock: list[Any] = list(self.passes)
         self.passes = fast_passes(stock)
         try:
             with pipeline_running():

@@ -949,7 +949,7 @@ def recorded_value_arg_validator() -> type:
             """`node`'s value for the rest of the check (set by `passes_on_recorded_values`)."""
             raise NotImplementedError
 
-    class RecordedValueArgValidator(EdgeOpArgValidator, _RecordedValues):  # type: ignore[misc]
+    class RecordedValueArgValidator(EdgeOpArgValidator, _RecordedValues):
         pass
 
     return RecordedValueArgValidator
