@@ -63,3 +63,66 @@ def test_verify_mode_and_lower_to_arm_match_stock(permute_net: Any, target: str)
     assert fast.report is not None
     ran = [r for r in fast.report.rows if r.ran]
     assert 0 < len(ran) < len(fast.report.rows)
+
+
+class _AttentionBlock:
+    """A pre-norm attention + MLP block: LayerNorm, softmax, matmuls, GELU, a scalar scale."""
+
+    @staticmethod
+    def build() -> Any:
+        import torch
+
+        class Block(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.norm = torch.nn.LayerNorm(16)
+                self.qkv = torch.nn.Linear(16, 48)
+                self.mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+                attention = torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1) @ v
+                x = x + attention
+                return x + self.mlp(self.norm(x))
+
+        torch.manual_seed(0)
+        return Block().eval(), (torch.randn(1, 8, 16),)
+
+
+@pytest.mark.parametrize("target", ["TOSA-1.0+INT", "ethos-u55-128"])
+def test_accelerated_arm_quantization_prepares_the_stock_module(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """transform_for_annotation through FastGraphModulePassManager: the prepared module is stock's
+    (graph, node names, code, outputs), and its targeted passes did fast-copy."""
+    import torch
+    from executorch.exir.pass_base import ProxyValue
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    import lowerkit.pass_infra.framework.targeted_pass as targeted_pass
+    from lowerkit.arm_passes import accelerated_arm_quantization
+    from lowerkit.arm_passes.devices import quantizer_for
+    from lowerkit.pass_infra.framework.compare import first_difference
+
+    model, example = _AttentionBlock.build()
+    program = torch.export.export(model, example)
+
+    def prepare() -> Any:
+        return prepare_pt2e(program.module(check_guards=False), quantizer_for(compile_spec_for(target)))
+
+    stock = prepare()
+    copied: list[str] = []
+    fast_copy_node = targeted_pass.fast_copy_node
+
+    def counting(interpreter: Any, plan: Any, node: Any) -> Any:
+        result = fast_copy_node(interpreter, plan, node)
+        if isinstance(result, ProxyValue):  # else: the node replays
+            copied.append(node.name)
+        return result
+
+    monkeypatch.setattr(targeted_pass, "fast_copy_node", counting)
+    with accelerated_arm_quantization():
+        fast = prepare()
+    assert copied, "no targeted pass of transform_for_annotation fast-copied a node"
+    assert first_difference(stock, fast) is None
+    assert [n.name for n in stock.graph.nodes] == [n.name for n in fast.graph.nodes]
+    assert stock.code == fast.code
+    assert torch.equal(stock(*example), fast(*example))
