@@ -280,3 +280,24 @@ def test_torchs_copy_of_the_pass_base_replays_cheaper_with_stock_results():
     assert meta_differences(stock, cheap) == []
     relu = next(n for n in cheap.graph.nodes if n.target == torch.ops.aten.relu.default)
     assert relu.meta["val"] is old[relu.name]
+
+
+class _AddRelu(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + 1.0) * 2.0
+
+
+def test_an_aten_node_re_created_as_its_edge_op_reuses_its_value_and_matches_stock():
+    """ExecuTorch's OpReplacePass re-creates every ATen node as its edge op, which calls the ATen op."""
+    from executorch.exir.passes.replace_aten_with_edge_pass import OpReplacePass
+
+    gm = torch.export.export(_AddRelu(), (torch.randn(2, 3),)).run_decompositions({}).graph_module
+    vouch_for(gm)
+    stock = run_stock(OpReplacePass(), gm)
+    with cheaper_replay():
+        cheap = run_stock(OpReplacePass(), gm)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    aten_relu = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.relu.default)
+    edge_relu = next(n for n in cheap.graph.nodes if n.target == E.relu.default)
+    assert edge_relu.meta["val"] is aten_relu.meta["val"]

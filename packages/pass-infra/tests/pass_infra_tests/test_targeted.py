@@ -266,3 +266,31 @@ def test_reference_copy_keeps_the_operators_a_pass_holds():
     reference = reference_copy(original)
     assert reference is not original
     assert exir_ops.edge.aten.permute_copy.default in reference.targets
+
+
+class _RegistryPass(ExportPass):
+    """A pass whose subclasses each get their own registry (as ExecuTorch's AtenToDialectPass)."""
+
+    registry: dict[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.registry = {}
+
+
+class _FilledRegistryPass(_RegistryPass):
+    pass
+
+
+_FilledRegistryPass.registry["relu"] = "clamp"
+
+
+def test_a_targeted_copy_keeps_the_class_state_its_init_subclass_would_reset():
+    made = as_targeted(_FilledRegistryPass(), [E.relu.default])
+    assert type(made) is not _FilledRegistryPass and made.registry == {"relu": "clamp"}
+
+
+def test_a_copy_that_does_not_skip_runs_without_targets():
+    gm = build_chain(8, steps=((E.mul.Tensor, ("x",)), (E.add.Tensor, ("x",))))
+    assert not as_targeted(StockReluToClamp(), [E.relu.default]).should_run(gm)
+    assert as_targeted(StockReluToClamp(), [E.relu.default], skip_without_targets=False).should_run(gm)
