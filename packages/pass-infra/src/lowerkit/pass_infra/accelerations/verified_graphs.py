@@ -153,7 +153,9 @@ def _computes_alike(value: Any, recorded: Any) -> bool:
         )
     if isinstance(recorded, torch.Tensor):
         return same_fake_metadata(value, recorded)
-    return type(value) is type(recorded) and bool(value == recorded)
+    if recorded is None or type(recorded) in (int, float, bool):
+        return type(value) is type(recorded) and value == recorded
+    return False  # symbolic and other values: left to the stock check
 
 
 class _StaleValue(Exception):
