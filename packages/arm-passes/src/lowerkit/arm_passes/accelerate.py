@@ -80,4 +80,3 @@ def accelerated_arm_quantization() -> Iterator[None]:
         _upstream.patched_graph_module_pass_manager(FastGraphModulePassManager),
     ):
         yield
-

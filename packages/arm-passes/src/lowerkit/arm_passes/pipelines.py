@@ -50,4 +50,3 @@ def arm_tfa_passes(target: str, graph_module: torch.fx.GraphModule | None = None
     """
     module = graph_module if graph_module is not None else torch.export.export(_Trivial(), (torch.ones(2),)).module()
     return _upstream.build_tfa_pass_list(compile_spec_for(target), module)
-

@@ -277,4 +277,3 @@ class FastGraphModulePassManager(PassManager):
                 return super().__call__(module)
         finally:
             self.passes = stock
-

@@ -121,7 +121,7 @@ REPLAY_AFTER_IN_PLACE_EDITS: frozenset[str] = frozenset(
 #: re-creates every node as it is. They always run, and fast-copy every node pass-infra still vouches
 #: for; edited nodes, and users of nodes whose values changed, replay as stock. The replay's
 #: ``call_operator`` is ArmPass's, which treats `no_quantized_fake_kernel_ops` specially: those replay.
-#: Nested (control-flow) graphs are left out. The package tests read each ``call()``.
+#: Passes that rewrite nested (control-flow) graphs are not in it. The package tests read each ``call()``.
 WHOLE_GRAPH_REPLAYS: frozenset[str] = frozenset(
     {
         "CanonicalizeViewCopyPermutePass", "CastInt64BuffersToInt32Pass", "ConvertELUParamsPass", "DecomposeAnyPass",
@@ -134,7 +134,6 @@ WHOLE_GRAPH_REPLAYS: frozenset[str] = frozenset(
         "SizeAdjustInputPass", "UnsqueezeBeforeRepeatPass", "UnsqueezeScalarPlaceholdersPass",
     }
 )  # fmt: skip
-
 
 
 @functools.cache
