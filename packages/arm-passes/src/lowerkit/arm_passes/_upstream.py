@@ -159,6 +159,18 @@ def shallow_program_copy(exported_program: ExportedProgram) -> ExportedProgram:
     return copy.copy(exported_program)
 
 
+def _built_for_thread(patch: Patch, stock: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An instance of the class the calling thread's innermost `patch` scope names, else of `stock`.
+
+    Not an instance of the stand-in class whose ``__new__`` returns it, so ``type.__call__``
+    does not ``__init__`` it again.
+    """
+    chosen: Any = patch.options() or stock
+    instance = chosen.__new__(chosen)
+    instance.__init__(*args, **kwargs)
+    return instance
+
+
 class _ArmPassManagerForThread(ArmPassManager):
     """Stands in for ``ArmPassManager`` in ``executorch.backends.arm._passes`` while ARM_MANAGER is installed.
 
@@ -167,10 +179,7 @@ class _ArmPassManagerForThread(ArmPassManager):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        chosen = ARM_MANAGER.options() or ArmPassManager
-        manager = chosen.__new__(chosen)
-        manager.__init__(*args, **kwargs)
-        return manager  # not an instance of cls, so type.__call__ does not __init__ it again
+        return _built_for_thread(ARM_MANAGER, ArmPassManager, args, kwargs)
 
 
 #: TOSABackend's preprocess builds the manager class a scope names instead of ArmPassManager.
@@ -196,10 +205,7 @@ class _GraphModulePassManagerForThread(PassManager):
     asked for, or torch's own ``PassManager`` outside any scope."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        chosen = GRAPH_MODULE_PASSES.options() or PassManager
-        manager = chosen.__new__(chosen)
-        manager.__init__(*args, **kwargs)
-        return manager  # not an instance of cls, so type.__call__ does not __init__ it again
+        return _built_for_thread(GRAPH_MODULE_PASSES, PassManager, args, kwargs)
 
 
 #: ArmPassManager's graph-module pipelines build the manager class a scope names.
