@@ -68,6 +68,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.ExportTracer.set_metadata": ("a220bfbf1f92d4a8", "pass-infra replay_engine._cheap_set_metadata"),
     "torch.export.graph_signature:ExportGraphSignature.inputs_to_buffers.fget": ("46d089e80e39192e", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),
     "torch.export.graph_signature:ExportGraphSignature.inputs_to_lifted_tensor_constants.fget": ("267dde1485fc2c13", "pass-infra replay_engine SIGNATURE_LOOKUPS (what a lookup reads)"),
+    "torch.fx.passes.infra.partitioner:_DependencyViewer.__init__": ("15364a648eaf2a81", "pass-infra partition_reachability.downstream_bitsets (the same relation)"),
+    "torch.fx.passes.infra.partitioner:_DependencyViewer.downstreams_of": ("5044b53fc189bcf2", "pass-infra partition_reachability._downstreams_of"),
+    "torch.fx.passes.infra.partitioner:CapabilityBasedPartitioner.propose_partitions": ("f64014355cd42e0b", "pass-infra partition_reachability (downstreams_of is only iterated, order-free)"),
 }
 
 

@@ -79,6 +79,7 @@ __all__ = [
     "fake_state_snapshot",
     "functional_variant",
     "fx_traceback_module",
+    "partitioner_dependency_viewer",
     "has_cia_kernel",
     "higher_order_call_error",
     "histogram_observer_class",
@@ -649,6 +650,13 @@ def exported_program_module() -> Any:
 def py_impl_owner() -> type:
     """The class whose ``py_impl`` OpOverloads use (``torch._ops.OperatorBase``)."""
     return torch._ops.OperatorBase
+
+
+def partitioner_dependency_viewer() -> type:
+    """torch's ``_DependencyViewer``, the reachability ``CapabilityBasedPartitioner`` builds."""
+    from torch.fx.passes.infra import partitioner
+
+    return partitioner._DependencyViewer  # type: ignore[no-any-return]
 
 
 def fx_traceback_module() -> Any:
