@@ -130,8 +130,8 @@ def test_graph_signature_sees_a_changed_graph(permute_net: Any) -> None:
 
 
 def test_refresh_keeps_vouches_of_unchanged_nodes_only(permute_net: Any) -> None:
-    """Re-registering uses (args re-assigned as new containers) keeps pass-infra's vouch for a node
-    that had it, so the closing re-run copies it; a node edited after the vouch gets none."""
+    """Putting uses in graph order leaves args as they are, so pass-infra's vouch for a node that
+    had it holds (the closing re-run copies it); a node edited after the vouch gets none."""
     from lowerkit.arm_passes.incremental import _Refresher
     from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_graph
 
@@ -145,13 +145,42 @@ def test_refresh_keeps_vouches_of_unchanged_nodes_only(permute_net: Any) -> None
     kept = [n for n in gm.graph.nodes if is_vouched(n)]
     lost = [n for n in gm.graph.nodes if not is_vouched(n)]  # the two, and the stale one's users
     assert edited in lost and stale in lost and len(kept) > len(lost)
-    args_before = {n: n.args for n in kept}
+    args_before = {n: n.args for n in gm.graph.nodes}
 
     _Refresher._canonicalize_uses(gm)
 
-    assert all(n.args is not args_before[n] for n in kept if n.args)  # re-assigned: new containers
+    assert all(n.args is args_before[n] for n in gm.graph.nodes)
     assert all(is_vouched(n) for n in kept)
     assert not any(is_vouched(n) for n in lost)
+
+
+class _SharedValue(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = torch.relu(x).permute(1, 0)
+        return y + 1, y * 2, torch.cat([y, y])
+
+
+def test_uses_are_put_in_the_order_re_registering_every_use_gives() -> None:
+    """The users of a node whose uses were re-registered out of graph order end in graph order,
+    the order re-assigning every node's args (a fresh trace's) gives, and inputs keep theirs."""
+    from lowerkit.arm_passes.incremental import _Refresher
+
+    gm = torch.export.export(_SharedValue(), (torch.randn(3, 4),)).graph_module
+    shared = next(n for n in gm.graph.nodes if len(n.users) > 1)
+    first_user = next(iter(shared.users))
+    first_user.args = first_user.args  # re-registered: now this user comes last
+    assert list(shared.users)[-1] is first_user
+    reference = copy.deepcopy(gm)
+    for node in reference.graph.nodes:
+        node.args = node.args
+
+    def orders(module: torch.fx.GraphModule) -> list[tuple[list[str], list[str]]]:
+        return [([u.name for u in n.users], [i.name for i in n.all_input_nodes]) for n in module.graph.nodes]
+
+    _Refresher._canonicalize_uses(gm)
+
+    assert orders(gm) == orders(reference)
+    assert next(iter(shared.users)) is first_user
 
 
 def test_first_refresh_dispatches_only_what_is_not_vouched(

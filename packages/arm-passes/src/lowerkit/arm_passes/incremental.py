@@ -39,7 +39,7 @@ from lowerkit.arm_passes._upstream import (
     pytree,
 )
 from lowerkit.arm_passes.targets import no_quantized_fake_kernel_ops
-from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_node
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",
@@ -105,18 +105,25 @@ class _Refresher:
 
     @staticmethod
     def _canonicalize_uses(graph_module: GraphModule) -> None:
-        """Rebuild input and user orders as a fresh trace creates them: graph order.
+        """Put every ``users`` dict in graph order, as a fresh trace creates them.
 
-        Re-assigning a node's args rebuilds the same arguments as new containers, which would
-        withdraw pass-infra's vouch for its metadata (it checks the args by identity); a node
-        vouched for before keeps it, so the closing re-run copies it instead of re-dispatching.
+        Re-assigning every node's args in graph order (each use re-registered last) gives
+        that order; only the dicts not already in it are re-ordered here, to the same order.
+        Input orders need nothing: torch rebuilds them from the args on every change. Args
+        are left as they are, so pass-infra's vouch for a node's metadata (its args checked
+        by identity) holds and the closing re-run copies the node instead of re-dispatching.
         """
+        position = {node: i for i, node in enumerate(graph_module.graph.nodes)}
         for node in graph_module.graph.nodes:
-            vouched = is_vouched(node)
-            node.args = node.args
-            if vouched:
-                vouch_node(node)
-        # Re-registering in graph order leaves every `users` dict in graph order.
+            users = node.users
+            if len(users) < 2:
+                continue
+            order = [position[user] for user in users]
+            if all(a < b for a, b in zip(order, order[1:])):
+                continue
+            in_graph_order = sorted(users, key=position.__getitem__)
+            users.clear()
+            users.update(dict.fromkeys(in_graph_order))
 
     @staticmethod
     def _key(node: Node) -> tuple[Any, ...]:
@@ -176,6 +183,18 @@ class _Refresher:
             value,
         )
         self._seen[node] = self._key(node)
+
+
+def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
+    """``graph.eliminate_dead_code()`` then ``graph.lint()``, as upstream's re-trace does.
+
+    The elimination (it lints first) runs only when some node could be dead: one with no
+    users that is not a placeholder or the output, which it always keeps. Otherwise it would
+    remove nothing, and the one lint checks what its two would.
+    """
+    if any(not node.users and node.op not in ("placeholder", "output") for node in graph.nodes):
+        graph.eliminate_dead_code()
+    graph.lint()
 
 
 def _reusable(node: Node) -> bool:
@@ -258,8 +277,7 @@ class _IncrementalMixin:
         refresher = self._incremental_refresher
         if refresher is None:
             return super()._retrace(graph_module)  # type: ignore[misc]
-        graph_module.graph.eliminate_dead_code()
-        graph_module.graph.lint()
+        _eliminate_dead_code(graph_module.graph)
         try:
             refresher.refresh(graph_module)
         except _RefreshUnsupported:
@@ -310,8 +328,7 @@ class _IncrementalMixin:
         if not result.modified:
             return result
         graph_module = result.graph_module
-        graph_module.graph.eliminate_dead_code()
-        graph_module.graph.lint()
+        _eliminate_dead_code(graph_module.graph)
         return PassResult(ExportPass.call(self, graph_module).graph_module, True)
 
 
