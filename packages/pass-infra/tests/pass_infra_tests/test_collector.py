@@ -91,3 +91,29 @@ def test_a_heap_grown_by_a_quarter_is_collected_at_the_exit() -> None:
         assert witness() is None and small() is None
     finally:
         gc.enable()
+
+
+def test_full_collections_are_spaced_out_inside_and_the_thresholds_given_back() -> None:
+    from lowerkit.pass_infra.accelerations.settled_heap import FULL_COLLECTION_EVERY
+
+    before = gc.get_threshold()
+    with SETTLED_HEAP.scope():
+        assert gc.get_threshold() == (before[0], before[1], max(before[2], FULL_COLLECTION_EVERY))
+    assert gc.get_threshold() == before
+
+
+def test_thresholds_the_program_set_inside_are_kept() -> None:
+    before = gc.get_threshold()
+    try:
+        with SETTLED_HEAP.scope():
+            gc.set_threshold(1000, 20, 20)
+        assert gc.get_threshold() == (1000, 20, 20)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_a_process_that_froze_its_own_objects_keeps_its_thresholds() -> None:
+    before = gc.get_threshold()
+    gc.freeze()
+    with SETTLED_HEAP.scope():
+        assert gc.get_threshold() == before

@@ -15,6 +15,14 @@ full collections; the heap measured in pymalloc's allocated blocks, read in O(1)
 the frozen objects would walk them all). Nothing a program computes depends on when the
 collector runs, so lowered programs and ``.pte`` bytes are unchanged. If the process has frozen
 objects itself (``gc.get_freeze_count()`` is not 0), the scope leaves the collector alone.
+
+Freezing also empties the heap CPython measures its full-collection rule against (run one when
+the objects that survived since the last grew by a quarter of the long-lived ones): with nothing
+long-lived left, a full collection would run every ``threshold2`` (10) middle-generation
+collections, each walking everything the lowering has made so far (5.5 s of DeiT-tiny's TOSA
+lowering, 36 walks). Inside the scope ``threshold2`` is `FULL_COLLECTION_EVERY` (100); the young
+generations are collected as often as before, and the thresholds are put back when the scope
+closes. DeiT-tiny's peak RSS is unchanged.
 """
 
 from __future__ import annotations
@@ -25,32 +33,43 @@ from contextlib import AbstractContextManager
 
 from lowerkit.pass_infra.accelerations.patching import Patch
 
-__all__ = ["SETTLED_HEAP", "settled_heap"]
+__all__ = ["FULL_COLLECTION_EVERY", "SETTLED_HEAP", "settled_heap"]
+
+#: Inside the scope, a full collection runs at most every this many middle-generation collections.
+FULL_COLLECTION_EVERY = 100
 
 #: The heap's size (``sys.getallocatedblocks()``) when the installed scope froze it; None when
 #: it froze nothing. The patch installs once (first scope) and uninstalls once (last scope).
 _frozen_blocks: int | None = None
 #: A scope that froze a bigger heap than this runs a full collection when it closes.
 _collect_above: int | None = None
+#: The collector's thresholds before the installed scope raised the last one.
+_thresholds: tuple[int, int, int] | None = None
 
 
 def _freeze() -> None:
-    global _frozen_blocks, _collect_above
+    global _frozen_blocks, _collect_above, _thresholds
     # O(frozen objects): instant unless the process froze objects itself.
     if gc.get_freeze_count() != 0:
         _frozen_blocks = None
         return
     gc.freeze()
+    _thresholds = gc.get_threshold()
+    young, middle, full = _thresholds
+    gc.set_threshold(young, middle, max(full, FULL_COLLECTION_EVERY))
     _frozen_blocks = sys.getallocatedblocks()
     if _collect_above is None:
         _collect_above = _frozen_blocks + _frozen_blocks // 4
 
 
 def _unfreeze() -> None:
-    global _frozen_blocks, _collect_above
+    global _frozen_blocks, _collect_above, _thresholds
     blocks, _frozen_blocks = _frozen_blocks, None
     if blocks is None:
         return
+    thresholds, _thresholds = _thresholds, None
+    if thresholds is not None and gc.get_threshold() == (thresholds[0], thresholds[1], max(thresholds[2], FULL_COLLECTION_EVERY)):
+        gc.set_threshold(*thresholds)  # unless the program set its own meanwhile
     gc.unfreeze()
     if _collect_above is not None and blocks > _collect_above:
         gc.collect()
