@@ -78,6 +78,8 @@ __all__ = [
     "fake_cache_module",
     "fake_state_snapshot",
     "functional_variant",
+    "fx_code_loader",
+    "fx_graph_module_module",
     "fx_traceback_module",
     "partitioner_dependency_viewer",
     "has_cia_kernel",
@@ -650,6 +652,20 @@ def exported_program_module() -> Any:
 def py_impl_owner() -> type:
     """The class whose ``py_impl`` OpOverloads use (``torch._ops.OperatorBase``)."""
     return torch._ops.OperatorBase
+
+
+def fx_graph_module_module() -> Any:
+    """``torch.fx.graph_module``, whose ``_method_from_src`` looks up ``_exec_with_source`` per call."""
+    import torch.fx.graph_module
+
+    return torch.fx.graph_module
+
+
+def fx_code_loader() -> Any:
+    """torch.fx's ``_loader``: it gives each compiled source its file name and linecache entry."""
+    import torch.fx.graph_module
+
+    return torch.fx.graph_module._loader
 
 
 def partitioner_dependency_viewer() -> type:

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
+from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
 from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
 from lowerkit.pass_infra.accelerations.retrace_skip import RETRACE_SKIP
@@ -42,7 +43,9 @@ def accelerated_lowering() -> Iterator[None]:
       on every validation of the same unchanged program;
     - torch's ``CapabilityBasedPartitioner`` (Arm's and Core ML's partitioners) keeps which nodes
       lie downstream of which as bitsets, making a node's set when it is read
-      (``partition_reachability``), instead of every node's set up front.
+      (``partition_reachability``), instead of every node's set up front;
+    - torch.fx compiles each distinct generated source once (``compiled_code``): a graph
+      recompiled unchanged reuses the code object.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -50,7 +53,7 @@ def accelerated_lowering() -> Iterator[None]:
     """
     patches = (
         PATTERN_SKIP, CIA_SCAN, RETRACE_SKIP, SHARED_PROVENANCE, SETTLED_HEAP, VERIFIED_GRAPHS,
-        PARTITION_REACHABILITY,
+        PARTITION_REACHABILITY, COMPILED_CODE,
     )  # fmt: skip
     scopes = (cheaper_replay(), faketensor_cache(), *(patch.scope() for patch in patches))
     with proven_scope("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering", *scopes):

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
+from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
 from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
 from lowerkit.pass_infra.accelerations.histogram_search import non_linear_param_search
@@ -44,13 +45,16 @@ def accelerated_quantization() -> Iterator[None]:
     ``faketensor_cache()``, building graph modules whose code is generated once, when a torch
     ``PassManager`` call hands them back as plain ``GraphModule``s (``deferred_recompile``), not
     after every pass: the prepared and converted modules are stock's, class, code and graph;
-    full garbage collections skip the objects that existed when the block began
-    (``settled_heap.SETTLED_HEAP``).
+    a generated source is compiled once (``compiled_code``); full garbage collections skip the
+    objects that existed when the block began (``settled_heap.SETTLED_HEAP``).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
     versions other than ``QUANTIZATION_PROVEN_ON``.
     """
-    scopes = (HISTOGRAM_SEARCH.scope(), cheaper_replay(), DEFERRED_RECOMPILE.scope(), faketensor_cache(), SETTLED_HEAP.scope())
+    scopes = (
+        HISTOGRAM_SEARCH.scope(), cheaper_replay(), DEFERRED_RECOMPILE.scope(), faketensor_cache(),
+        SETTLED_HEAP.scope(), COMPILED_CODE.scope(),
+    )  # fmt: skip
     with proven_scope("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization", *scopes):
         yield
