@@ -12,7 +12,10 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY, Downstreams
+from lowerkit.pass_infra.accelerations.partition_reachability import (
+    PARTITION_REACHABILITY,
+    Downstreams,
+)
 
 Viewer = _upstream.partitioner_dependency_viewer()
 

@@ -13,6 +13,7 @@ rewrites and helper passes) is reused unchanged.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -119,7 +120,7 @@ class _Refresher:
             if len(users) < 2:
                 continue
             order = [position[user] for user in users]
-            if all(a < b for a, b in zip(order, order[1:])):
+            if all(a < b for a, b in itertools.pairwise(order)):
                 continue
             in_graph_order = sorted(users, key=position.__getitem__)
             users.clear()

@@ -81,7 +81,6 @@ __all__ = [
     "fx_code_loader",
     "fx_graph_module_module",
     "fx_traceback_module",
-    "partitioner_dependency_viewer",
     "has_cia_kernel",
     "higher_order_call_error",
     "histogram_observer_class",
@@ -95,6 +94,7 @@ __all__ = [
     "needs_eager_input_vals",
     "new_namespace",
     "overrides_set_current_node",
+    "partitioner_dependency_viewer",
     "plain_py_impl",
     "preservable_cia",
     "py_impl_owner",
@@ -672,7 +672,7 @@ def partitioner_dependency_viewer() -> type:
     """torch's ``_DependencyViewer``, the reachability ``CapabilityBasedPartitioner`` builds."""
     from torch.fx.passes.infra import partitioner
 
-    return partitioner._DependencyViewer  # type: ignore[no-any-return]
+    return partitioner._DependencyViewer
 
 
 def fx_traceback_module() -> Any:

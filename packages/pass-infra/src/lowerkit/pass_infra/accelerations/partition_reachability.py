@@ -31,7 +31,7 @@ __all__ = ["PARTITION_REACHABILITY", "DownstreamSet", "Downstreams", "downstream
 class DownstreamSet(Set[Node]):
     """The nodes downstream of one node, read from its bitset (bit i: the graph's i-th node)."""
 
-    __slots__ = ("_bitset", "_nodes", "_index")
+    __slots__ = ("_bitset", "_index", "_nodes")
 
     def __init__(self, bitset: int, nodes: list[Node], index: dict[Node, int]) -> None:
         self._bitset = bitset
@@ -45,7 +45,7 @@ class DownstreamSet(Set[Node]):
         return self._bitset.bit_count()
 
     def __contains__(self, node: object) -> bool:
-        position = self._index.get(node)  # type: ignore[call-overload]
+        position = self._index.get(node)
         return position is not None and bool(self._bitset >> position & 1)
 
     @classmethod
@@ -79,7 +79,7 @@ class Downstreams(collections.defaultdict[Node, set[Node]]):
         """What ``downstreams_of(node)`` iterates: the set if it was made (it may have been
         changed since), else a view of the bitset."""
         if dict.__contains__(self, node):
-            return dict.__getitem__(self, node)  # type: ignore[no-any-return]
+            return dict.__getitem__(self, node)
         bitset = self._bitsets.get(node)
         if bitset is None:
             return self[node]  # stock adds an empty set for a node it never saw
@@ -100,7 +100,7 @@ class Downstreams(collections.defaultdict[Node, set[Node]]):
     def __contains__(self, node: object) -> bool:
         return dict.__contains__(self, node) or node in self._bitsets
 
-    def get(self, node: Node, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, node: Node, default: Any = None) -> Any:
         return self[node] if node in self else default
 
     def __len__(self) -> int:
@@ -128,7 +128,7 @@ def _positions(bitset: int) -> list[int]:
     if not bitset:
         return []
     packed = np.frombuffer(bitset.to_bytes((bitset.bit_length() + 7) // 8, "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(packed, bitorder="little")).tolist()  # type: ignore[no-any-return]
+    return np.flatnonzero(np.unpackbits(packed, bitorder="little")).tolist()
 
 
 def _members(bitset: int, nodes: list[Node]) -> set[Node]:
@@ -166,7 +166,7 @@ def _downstreams_of(self: Any, node: Node) -> Set[Node]:
     downstreams = self.downstreams
     if type(downstreams) is Downstreams:
         return downstreams.view(node)
-    return downstreams[node]  # type: ignore[no-any-return]
+    return downstreams[node]
 
 
 def _replacements() -> list[Replacement]:
