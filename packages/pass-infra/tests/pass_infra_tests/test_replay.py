@@ -301,3 +301,37 @@ def test_an_aten_node_re_created_as_its_edge_op_reuses_its_value_and_matches_sto
     aten_relu = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.relu.default)
     edge_relu = next(n for n in cheap.graph.nodes if n.target == E.relu.default)
     assert edge_relu.meta["val"] is aten_relu.meta["val"]
+
+
+class _QuantizeDequantize(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.quantized_decomposed
+        q = ops.quantize_per_tensor.default(x, 0.05, 3, -128, 127, torch.int8)
+        return ops.dequantize_per_tensor.default(q, 0.05, 3, -128, 127, torch.int8) + 1.0
+
+
+def test_an_op_the_tracer_records_eager_input_values_for_is_copied_with_the_recorded_ones(monkeypatch):
+    """torch's tracer records `eager_input_vals` for q/dq ops, and the replay then replaces them
+    with the old node's: a node that has them is copied directly, with the same metadata."""
+    from torch.fx.experimental.proxy_tensor import PythonKeyTracer
+
+    gm = torch.export.export(_QuantizeDequantize(), (torch.randn(2, 3),)).run_decompositions({}).graph_module
+    quantize = next(n for n in gm.graph.nodes if "quantize_per_tensor" in str(n.target))
+    assert "eager_input_vals" in quantize.meta
+    vouch_for(gm)
+    stock = run_stock(ExportPass(), gm)
+    traced: list[object] = []
+    stock_create_node = PythonKeyTracer.create_node
+
+    def counting(self, kind, target, *args, **kwargs):
+        traced.append(target)
+        return stock_create_node(self, kind, target, *args, **kwargs)
+
+    monkeypatch.setattr(PythonKeyTracer, "create_node", counting)
+    with cheaper_replay():
+        cheap = run_stock(ExportPass(), gm)
+    assert cheap.code == stock.code
+    assert meta_differences(stock, cheap) == []
+    assert quantize.target not in traced  # copied, not traced
+    copied = next(n for n in cheap.graph.nodes if n.target is quantize.target)
+    assert copied.meta["eager_input_vals"] is quantize.meta["eager_input_vals"]

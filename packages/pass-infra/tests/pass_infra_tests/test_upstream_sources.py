@@ -42,7 +42,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torchao.quantization.pt2e.observer:HistogramObserver._compute_quantization_error": ("7521b64266ceb072", "pass-infra _upstream.histogram_quantization_error"),
     "torch.export.exported_program:ExportedProgram.run_decompositions": ("c74cbc17d3874021", "pass-infra retrace_skip (what a re-trace changes)"),
     "torch.export.exported_program:ExportedProgram._update": ("596f8425ab63efe9", "pass-infra _upstream.copy_exported_program"),
-    "torch.fx.experimental.proxy_tensor:PythonKeyTracer.create_node": ("d133105ae984ef0f", "pass-infra _upstream.record_eager_input_vals"),
+    "torch.fx.experimental.proxy_tensor:PythonKeyTracer.create_node": ("d133105ae984ef0f", "pass-infra _upstream.record_eager_input_vals, replay_engine.copy_node_direct (where eager_input_vals goes)"),
     "torch._export.utils:placeholder_naming_pass": ("7dce7db10a539998", "pass-infra local_decomposition.trace_names"),
     "torch.fx.experimental.proxy_tensor:proxy_call": ("879bdf47594b028f", "pass-infra local_decomposition.trace_names (_upstream.trace_candidate_name)"),
     "torch.fx.graph:_Namespace.create_name": ("7116b6050a366754", "pass-infra local_decomposition.trace_names"),

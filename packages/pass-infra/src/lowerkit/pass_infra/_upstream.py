@@ -272,7 +272,9 @@ def direct_copy_possible(tracer: Any, old: dict[str, Any], target: Any) -> bool:
     """Whether ``TracerBase.create_node`` would derive nothing beyond `old` (a node's meta).
 
     That holds with node meta preserved, no mutation checks, a recorded seq_nr, no autograd
-    or replay state, no eager input values and a usable stack trace.
+    or replay state, eager input values recorded if the op gets them (the tracer's own are
+    replaced by the recorded ones, as the replay updates the new meta with the old) and a
+    usable stack trace.
     """
     if (
         not old
@@ -282,7 +284,7 @@ def direct_copy_possible(tracer: Any, old: dict[str, Any], target: Any) -> bool:
         or old.get("in_grad_fn", 0)
         or old.get("autograd_backward", False)
         or _fx_traceback.get_current_replay_node() is not None
-        or needs_eager_input_vals(target)
+        or (needs_eager_input_vals(target) and "eager_input_vals" not in old)
     ):
         return False
     stack = old.get("stack_trace")

@@ -65,8 +65,8 @@ def copy_node_direct(
     Stock: ``tracer.create_node`` under ``set_current_meta(n)`` (which copies stack_trace,
     the _COPY_META_FIELDS and a provenance record from n's meta), then
     ``meta.update(n.meta)``. When n's meta already holds everything create_node would
-    derive (seq_nr; no autograd / replay state), the result is n's meta in create_node's
-    key order, built here directly. Returns None when that precondition fails; the
+    derive (seq_nr, eager input values for an op that gets them; no autograd / replay state),
+    the result is n's meta in create_node's key order, built here directly. Returns None when that precondition fails; the
     caller then goes through ``tracer.create_node``.
     """
     old = n.meta
@@ -84,6 +84,8 @@ def copy_node_direct(
         elif key in old:
             meta[key] = old[key]
     meta["seq_nr"] = old["seq_nr"]
+    if "eager_input_vals" in old and _upstream.needs_eager_input_vals(target):
+        meta["eager_input_vals"] = old["eager_input_vals"]  # where PythonKeyTracer puts its own
     meta.update(old)
     return node
 
