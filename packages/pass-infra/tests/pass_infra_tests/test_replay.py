@@ -335,33 +335,3 @@ def test_an_op_the_tracer_records_eager_input_values_for_is_copied_with_the_reco
     assert quantize.target not in traced  # copied, not traced
     copied = next(n for n in cheap.graph.nodes if n.target is quantize.target)
     assert copied.meta["eager_input_vals"] is quantize.meta["eager_input_vals"]
-
-
-def test_a_node_copy_of_a_vouched_node_is_vouched_when_it_computes_the_same_value():
-    """Partition programs are built with ``Graph.node_copy``: a copy reading the same value objects
-    keeps the vouch; a copy whose input now holds another value does not."""
-    from lowerkit.pass_infra.accelerations.replay_engine import is_vouched
-
-    gm = torch.export.export(_AddRelu(), (torch.randn(2, 3),)).run_decompositions({}).graph_module
-    vouch_for(gm)
-    with cheaper_replay():
-        same = torch.fx.Graph()
-        same_map: dict[torch.fx.Node, torch.fx.Node] = {}
-        for node in gm.graph.nodes:
-            same_map[node] = same.node_copy(node, lambda n: same_map[n])
-        other = torch.fx.Graph()
-        other_map: dict[torch.fx.Node, torch.fx.Node] = {}
-        for node in gm.graph.nodes:
-            copied = other.node_copy(node, lambda n: other_map[n])
-            if node.op == "placeholder":
-                copied.meta = {**copied.meta, "val": copied.meta["val"].clone()}  # another value object
-            other_map[node] = copied
-    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
-    assert calls and all(is_vouched(same_map[n]) for n in calls)
-    first = calls[0]
-    assert not is_vouched(other_map[first])
-    outside = torch.fx.Graph()
-    outside_map: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in gm.graph.nodes:
-        outside_map[node] = outside.node_copy(node, lambda n: outside_map[n])
-    assert not any(is_vouched(outside_map[n]) for n in calls)  # stock outside the scope

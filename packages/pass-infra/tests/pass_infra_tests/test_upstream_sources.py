@@ -74,7 +74,6 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.fx.graph_module:_exec_with_source": ("3a1510761d07726e", "pass-infra compiled_code._exec_with_source"),
     "torch.fx.graph_module:_EvalCacheLoader.cache": ("60fca99748e8abec", "pass-infra compiled_code (each compile's file name is the loader's key)"),
     "torch.fx.graph_module:_method_from_src": ("b832e6102b1d8987", "pass-infra _upstream.fx_graph_module_module (_exec_with_source looked up per call)"),
-    "torch.fx.graph:Graph.node_copy": ("1ea7e7358568c428", "pass-infra replay_engine._vouching_node_copy"),
 }
 
 

@@ -116,7 +116,6 @@ __all__ = [
     "stock_capture_snapshots",
     "stock_create_arg",
     "stock_is_builtin",
-    "stock_node_copy",
     "stock_run_node",
     "stock_set_cache_key",
     "stock_set_cache_key_for_shape_env",
@@ -154,7 +153,6 @@ stock_run_node: Callable[[Any, Node], Any] = StockInterpreter.run_node
 _stock_set_current_node = Interpreter._set_current_node
 stock_set_metadata: Callable[..., Any] = ExportPassBase.ExportTracer.set_metadata
 stock_create_arg: Callable[..., Any] = ExportPass.ExportTracer.create_arg
-stock_node_copy: Callable[..., Node] = torch.fx.Graph.node_copy
 #: Stock's snapshot of an input value's symbolic sizes (None when it has none).
 extract_symbolic_snapshot: Callable[[Any], Any] = _pass_base._extract_symbolic_snapshot
 stock_validate_snapshots: Callable[..., Any] = ExportPassBase._validate_symbolic_input_snapshots

@@ -23,8 +23,7 @@ def cheaper_replay(*, reuse_values: bool = True, lazy_recompile: bool = True) ->
       the very same input values takes its recorded ``meta["val"]`` instead of a new
       FakeTensor dispatch (never for mutating ops or symbolic shapes), if that value is
       vouched for: the node was made by an earlier replay (or is in a graph passed to
-      `vouch_for`, or is a ``Graph.node_copy`` of a vouched node computing the same value from
-      the same value objects) and its target, args, kwargs and val are unchanged since;
+      `vouch_for`) and its target, args, kwargs and val are unchanged since;
     - with `lazy_recompile`, a replayed graph module is a ``_LazyGraphModule``: its Python
       code is generated when first used (``.code``, calling it), not after every pass.
     - plain arguments (proxies, scalars, dtypes, and tuples / lists / dicts of them) are

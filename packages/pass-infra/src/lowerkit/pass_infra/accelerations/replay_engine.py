@@ -179,38 +179,6 @@ def is_vouched(node: Node) -> bool:
     )
 
 
-def _val_identity(node: Node) -> int:
-    return id(node.meta.get("val"))
-
-
-def _copied_alike(new: Node, old: Node) -> bool:
-    """True when `new` computes what `old` does: same op, arguments equal but for nodes, and
-    each node argument holding the very value object the old one's holds."""
-    if new.op != old.op or new.target is not old.target:
-        return False
-    try:
-        return bool(
-            torch.fx.node.map_arg((new.args, new.kwargs), _val_identity)
-            == torch.fx.node.map_arg((old.args, old.kwargs), _val_identity)
-        )
-    except Exception:  # an argument whose == is not a bool (a tensor): not vouched
-        return False
-
-
-def _vouching_node_copy(self: torch.fx.Graph, node: Node, arg_transform: Callable[[Node], Any] = lambda x: x) -> Node:
-    """``Graph.node_copy``; the copy of a node vouched for is vouched for when it computes the
-    same value from the same value objects (partition programs are built from copies)."""
-    new = _upstream.stock_node_copy(self, node, arg_transform)
-    if (
-        new.op == "call_function"
-        and new.meta.get("val") is node.meta.get("val")
-        and is_vouched(node)
-        and _copied_alike(new, node)
-    ):
-        vouch_node(new)
-    return new
-
-
 def vouch_graph(graph_module: Any) -> None:
     """Vouch for every node of a graph module tree (its metadata is taken as consistent)."""
     for module in graph_module.modules():
@@ -629,7 +597,6 @@ def _replay_replacements() -> list[Replacement]:
         Replacement(ExportPassBase, "node_debug_str", _LAZY_DEBUG_STR, dispatch=False),
         Replacement(ExportPassBase.ExportTracer, "set_metadata", _cheap_set_metadata),
         Replacement(ExportPass.ExportTracer, "create_arg", _fast_create_arg),
-        Replacement(torch.fx.Graph, "node_copy", _vouching_node_copy),
         Replacement(ExportPassBase, "_fx", _cheap_fx, enabled=lambda o: o.reuse_values),
         Replacement(
             ExportPassBase, "call_submodule", _lazy_call_submodule, enabled=lambda o: o.lazy_recompile
