@@ -61,10 +61,10 @@ class Downstreams(collections.defaultdict[Node, set[Node]]):
     itself (``dict(mapping)``, ``==``) see only the sets made so far.
     """
 
-    def __init__(self, nodes: list[Node], bitsets: dict[Node, int]) -> None:
+    def __init__(self, nodes: list[Node], index: dict[Node, int], bitsets: dict[Node, int]) -> None:
         super().__init__(set)
         self._nodes = nodes
-        self._index = {node: i for i, node in enumerate(nodes)}
+        self._index = index  # node -> its position in `nodes`
         #: node -> bitset of its downstream nodes (bit i: ``nodes[i]``), in stock's key order.
         self._bitsets = bitsets
         self._all_made = False
@@ -136,12 +136,13 @@ def _members(bitset: int, nodes: list[Node]) -> set[Node]:
     return set(map(nodes.__getitem__, _positions(bitset)))
 
 
-def downstream_bitsets(graph_module: GraphModule) -> tuple[list[Node], dict[Node, int]]:
+def downstream_bitsets(graph_module: GraphModule) -> tuple[list[Node], dict[Node, int], dict[Node, int]]:
     """Every node's downstream nodes as a bitset, computed exactly as stock's sets are.
 
     Stock, walking the graph backwards: ``downstreams[node] |= {user} | downstreams[user]`` for
     each user, reading the user's set as it is at that moment (empty if not yet made); the
-    keys appear in the order those reads and writes first touch them.
+    keys appear in the order those reads and writes first touch them. Returns the nodes in
+    graph order, each node's position among them (its bit) and the bitsets.
     """
     nodes = list(graph_module.graph.nodes)
     position = {node: i for i, node in enumerate(nodes)}
@@ -153,7 +154,7 @@ def downstream_bitsets(graph_module: GraphModule) -> tuple[list[Node], dict[Node
         for user in node.users:
             mask |= 1 << position[user] | bitsets.setdefault(user, 0)
         bitsets[node] = mask
-    return nodes, bitsets
+    return nodes, position, bitsets
 
 
 def _viewer_init(self: Any, graph_module: GraphModule) -> None:
