@@ -10,6 +10,9 @@ import torch
 from torch.fx import GraphModule
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+#: torch.fx's generated-code file name: numbered by a process-wide counter of compiled graph
+#: modules, so it differs between two stock runs of one program (a nested graph's stack traces).
+_GENERATED_FILE = re.compile(r"<eval_with_key>\.\d+")
 
 
 def _strip_graph_ids(source: Any) -> Any:
@@ -45,7 +48,8 @@ def provenance_root(sources: list[Any]) -> Any:
 def meta_mismatches(stock: GraphModule, ours: GraphModule, *, provenance_roots_only: bool = False) -> list[str]:
     """Node-meta differences: same keys in the same order, val by shape/dtype/stride,
     provenance by content (graph ids aside: the two runs had different input copies; with
-    `provenance_roots_only`, by the chains' roots), seq_nr by presence, quantization
+    `provenance_roots_only`, by the chains' roots), seq_nr by presence, stack traces with
+    torch.fx's generated-code file numbers aside, quantization
     annotations by repr, every other key by ==.
     Nested graph modules included."""
     out: list[str] = []
@@ -77,6 +81,8 @@ def meta_mismatches(stock: GraphModule, ours: GraphModule, *, provenance_roots_o
                     # process-global autograd sequence counter (fx.proxy._get_seq_nr):
                     # it differs between two stock runs as well; only presence is stable.
                     same = type(va) is type(vb)
+                elif key == "stack_trace" and isinstance(va, str) and isinstance(vb, str):
+                    same = _GENERATED_FILE.sub("<eval_with_key>", va) == _GENERATED_FILE.sub("<eval_with_key>", vb)
                 elif key == "eager_input_vals":
                     same = _val_signature(va) == _val_signature(vb)
                 elif key == "quantization_annotation":

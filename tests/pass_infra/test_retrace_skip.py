@@ -479,3 +479,55 @@ def test_views_a_trace_recorded_as_they_are_stay_out_of_the_re_trace() -> None:
     with RETRACE_SKIP.scope():
         fast = traced.run_decompositions(table)
     _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(traced, table), fast)
+
+
+class _NoGradRotary(torch.nn.Module):
+    """Hugging Face's rotary embedding: a ``@torch.no_grad()`` method, which export makes a
+    ``wrap_with_set_grad_enabled`` call of a nested graph (a buffer among its inputs, ``.to(dtype)``
+    casts whose ``_assert_tensor_metadata`` a trace keeps, two outputs); and an autocast-disabled
+    block (``wrap_with_autocast``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)), persistent=False)
+        self.proj = torch.nn.Linear(8, 8)
+
+    @torch.no_grad()
+    def rotary(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions[..., None].float() * self.inv_freq.to(dtype=torch.float)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cos, sin = self.rotary(x, torch.arange(x.shape[1]).unsqueeze(0))
+        with torch.autocast(device_type="cpu", enabled=False):
+            y = self.proj(x).float()
+        return y * cos + y.transpose(-1, -2).transpose(-1, -2) * sin
+
+
+def test_nested_graphs_a_trace_inlines_stay_local_and_give_what_the_retrace_gives() -> None:
+    """The calls a trace inlines go into the small program with their nested graphs; the result
+    has none, and each of a lowering's three run_decompositions equals torch's re-trace."""
+    program = torch.export.export(_NoGradRotary().eval(), (torch.randn(1, 4, 8),))
+    calls = {n.target for n in program.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)}
+    assert {c.name() for c in calls} == {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
+    _, decomposing = retrace_plan(program, {})
+    assert calls <= {n.target for n in decomposing}
+    first = _lowering_decompositions(program)[0]
+    assert not any(True for _ in first.graph_module.named_children())
+    assert torch.ops.aten._assert_tensor_metadata.default in {n.target for n in first.graph.nodes}
+
+
+class _Branches(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t.reshape(-1).relu(), lambda t: t.reshape(-1).neg(), (x,))
+
+
+def test_nested_graphs_a_trace_keeps_take_the_stock_retrace() -> None:
+    program = torch.export.export(_Branches(), (torch.randn(2, 2),))
+    reason = "nested graphs a trace keeps (false_graph_0, true_graph_0)"
+    assert needs_retrace(program, {}) == reason
+    with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
+        fast = program.run_decompositions({})
+    assert [f.reason for f in fallbacks] == [reason]
+    _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(program, {}), fast)

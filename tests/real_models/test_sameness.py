@@ -6,7 +6,7 @@ flow and by lowerkit (`bench.realworld_flows`, the benchmark's own flows); nothi
 with recorded bytes. Arm (TOSA-1.0+INT): stock vs ``lower_to_arm`` on every model: the same TOSA
 flatbuffers and ``.pte`` bytes. (The drop-in accelerators around ExecuTorch's public flow are
 compared with stock on a transformer in tests/arm/test_transformer_sameness.py, on a Llama-2l
-decoder (TOSA-1.0+FP, nested graphs) here, and on every case by the benchmark.) Core ML (fp16, int8): stock runs in
+decoder (TOSA-1.0+FP, a nested graph) here, and on every case by the benchmark.) Core ML (fp16, int8): stock runs in
 its own process (``real_models.coreml_stock``: the two Core ML backends cannot share one);
 lowerkit's payloads hold the same canonical Core ML model (spec, weights, metadata but the
 identifier, manifest but the item ids). Each lowering is done once per module (fixtures).
@@ -23,6 +23,7 @@ import pytest
 
 from bench.corpus import load
 from bench.realworld_flows import Lowered, lower
+from lowerkit.pass_infra import decomposition_fallbacks
 from real_models.cases import CI_MODELS, ci_model
 from real_models.coreml_stock import canonical_files
 
@@ -53,12 +54,15 @@ def test_arm_same_tosa_and_pte_as_stock(name: str, side: str, arm_lowerings: dic
 
 
 def test_a_decoder_with_nested_graphs_lowers_to_stocks_bytes_through_the_drop_in_scopes() -> None:
-    """Llama-2l (its rotary embedding holds nested graphs, so ``run_decompositions`` falls back),
-    TOSA-1.0+FP: the drop-in accelerators around ExecuTorch's public flow give stock's bytes.
-    A change that vouched for ``Graph.node_copy`` copies once broke exactly this case."""
+    """Llama-2l (its ``@torch.no_grad()`` rotary embedding exports to a nested graph, which
+    ``run_decompositions`` inlines locally), TOSA-1.0+FP: the drop-in accelerators around
+    ExecuTorch's public flow give stock's bytes, with no whole-program re-trace. A change that
+    vouched for ``Graph.node_copy`` copies once broke exactly this case."""
     model = load("hf:llama_2l")
     stock = lower("stock", model.module, model.example_inputs, "TOSA-1.0+FP", model.calibration)
-    fast = lower("dropin", model.module, model.example_inputs, "TOSA-1.0+FP", model.calibration)
+    with decomposition_fallbacks() as fallbacks:
+        fast = lower("dropin", model.module, model.example_inputs, "TOSA-1.0+FP", model.calibration)
+    assert fallbacks == []
     assert stock.payloads and stock.pte
     assert fast.payloads == stock.payloads
     assert fast.pte == stock.pte

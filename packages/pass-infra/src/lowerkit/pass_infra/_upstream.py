@@ -82,6 +82,7 @@ __all__ = [
     "fx_graph_module_module",
     "fx_traceback_module",
     "has_cia_kernel",
+    "inlined_higher_order_ops",
     "higher_order_call_error",
     "histogram_observer_class",
     "histogram_quantization_error",
@@ -917,6 +918,16 @@ def returns_alias(op: OpOverload) -> bool:
 def returns_nothing(op: OpOverload) -> bool:
     """True when `op`'s schema returns nothing (``-> ()``: ``_assert_tensor_metadata``)."""
     return not op._schema.returns
+
+
+@functools.cache
+def inlined_higher_order_ops() -> frozenset[HigherOrderOperator]:
+    """The higher-order operators every trace inlines: their ``__call__`` runs the nested graph as
+    plain Python under a grad or autocast mode (``torch._higher_order_ops.wrap``), so a re-trace
+    records the graph's operators, not the call. ``@torch.no_grad()`` methods export to one."""
+    from torch._higher_order_ops.wrap import wrap_with_autocast, wrap_with_set_grad_enabled
+
+    return frozenset({wrap_with_set_grad_enabled, wrap_with_autocast})
 
 
 @functools.cache

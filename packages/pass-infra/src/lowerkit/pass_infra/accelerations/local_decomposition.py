@@ -6,9 +6,10 @@ nodes re-traced (~1.5-2 s each) to turn 19 reshapes into views, then 9 conv2d in
 
 `decompose_locally` gives the re-trace's program another way. The nodes a trace may record
 differently (`retrace_skip.retrace_plan` lists them: the table's ops, CompositeImplicitAutograd
-ops, views) go through torch's own ``run_decompositions`` as a small program holding only them
-(their inputs as its user inputs), and its nodes are spliced back in their place. Everything
-else gets what the whole re-trace would record:
+ops, views, calls whose nested graph a trace inlines) go through torch's own
+``run_decompositions`` as a small program holding only them (their inputs as its user inputs,
+the nested graphs as its own), and its nodes are spliced back in their place. Everything else
+gets what the whole re-trace would record:
 
 - node names: the trace names call nodes by operator (``view``, ``view_1``, ...) in graph order,
   then export's placeholder naming resolves clashes with input names; both are replayed with
@@ -52,7 +53,14 @@ from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.deferred_recompile import plain_graph_module
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
-__all__ = ["decompose_locally", "emulation_blocker", "last_refusal", "record_as_traced", "trace_names"]
+__all__ = [
+    "decompose_locally",
+    "emulation_blocker",
+    "inlined_bodies",
+    "last_refusal",
+    "record_as_traced",
+    "trace_names",
+]
 
 _REFUSAL = threading.local()
 
@@ -138,13 +146,18 @@ def decompose_locally(
     if blocker is not None:
         return _refuse(blocker)
     inside = set(decomposing)
+    bodies = inlined_bodies(program.graph)
     for node in decomposing:
         for arg in node.all_input_nodes:
+            if arg.op == "get_attr" and arg.target in bodies:
+                continue  # an inlined call's nested graph: goes into the small program with it
             if not isinstance(arg.meta.get("val"), _upstream.FakeTensor) and arg not in inside:
                 return _refuse(f"{node.name}'s input {arg.name} has no FakeTensor value")
     for node, name in trace_names(program, program.graph).items():
         if returns_nothing(node):
             continue  # export names a call it inserts by torch function (``_assert_tensor_metadata_default``)
+        if _is_inlined(node) or (is_output_getitem(node) and _is_inlined(node.args[0])):
+            continue  # a trace records the nested graph's operators instead (named below)
         if _NUMBERING.sub("", name) != _NUMBERING.sub("", node.name):
             # not named the way a trace names it: re-trace the stock way (numbering aside: a
             # trace's dead-code elimination leaves gaps)
@@ -161,10 +174,13 @@ def decompose_locally(
         decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
         if decomposed.graph_signature.user_inputs_to_mutate:
             return _refuse(f"an in-place op mutates {', '.join(decomposed.graph_signature.user_inputs_to_mutate.values())}")
+        if any(True for _ in decomposed.graph_module.named_children()):
+            return _refuse("the re-trace kept a nested graph")
         by_name = {node.name: node for node in result.graph.nodes}
         spliced, replaced = _splice(
             result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
         )
+        _drop_inlined_bodies(result.graph_module, bodies)
     _getitems_after_their_producers(result.graph)
     dropped = _dead_code(result.graph)
     if isinstance(dropped, str):
@@ -189,12 +205,17 @@ def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[E
     """The decomposing nodes alone, their outside inputs as user inputs, every one an output
     (a multi-output node through its getitems, which `decomposing` holds too)."""
     graph = Graph()
+    root = torch.nn.Module()
     env: dict[Node, Node] = {}
     outside: list[Node] = []
     inside = set(decomposing)
     for node in decomposing:
         for arg in node.all_input_nodes:
-            if arg not in inside and arg not in env:
+            if arg.op == "get_attr" and arg not in env:  # an inlined call's nested graph
+                assert isinstance(arg.target, str)
+                root.add_module(arg.target, program.graph_module.get_submodule(arg.target))
+                env[arg] = graph.node_copy(arg)
+            elif arg not in inside and arg not in env:
                 placeholder = graph.placeholder(f"input_{len(outside)}")
                 placeholder.meta = {key: arg.meta[key] for key in ("val", "tensor_meta") if key in arg.meta}
                 env[arg] = placeholder
@@ -204,7 +225,7 @@ def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[E
     _functionalize(graph)
     outputs = [env[node] for node in decomposing if not is_multi_output(node)]
     graph.output(tuple(outputs))
-    module = GraphModule(torch.nn.Module(), graph)
+    module = GraphModule(root, graph)
     inputs = [env[arg] for arg in outside]
     return _upstream.user_io_program(module, inputs, outputs, program.verifiers), outside
 
@@ -216,16 +237,18 @@ def _splice(
 
     `decomposed`'s placeholders stand for `outside` and its outputs for `targets` (a multi-output
     target aside: its getitems are targets), in order. Its nodes go in its own order, each before
-    the first target that needs it.
+    the first target that needs it; a call that returns nothing (an inlined graph's
+    ``_assert_tensor_metadata``, which the trace keeps) goes right after the call it follows.
     """
     sources = [node for node in decomposed.graph.nodes if node.op == "placeholder"]
     env: dict[Node, Node] = dict(zip(sources, outside, strict=True))
     results = next(node for node in decomposed.graph.nodes if node.op == "output").args[0]
     pending = [node for node in decomposed.graph.nodes if node.op == "call_function"]
+    followers = _side_effect_followers(pending)
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
     for target, result in zip([t for t in targets if not is_multi_output(t)], results, strict=True):
-        needed = _ancestors(result)
+        needed = _ancestors(result, followers)
         with graph.inserting_before(target):
             for node in [n for n in pending if n in needed]:
                 copied = graph.node_copy(node, lambda arg: env[arg])
@@ -238,6 +261,29 @@ def _splice(
     for target in reversed(targets):
         graph.erase_node(target)
     return spliced, replaced
+
+
+def inlined_bodies(graph: Graph) -> set[str]:
+    """The attributes `graph` reads only as the nested graphs of calls a trace inlines."""
+    return {
+        node.target
+        for node in graph.nodes
+        if node.op == "get_attr" and node.users and all(_is_inlined(user) for user in node.users)
+    }
+
+
+def _is_inlined(node: Node) -> bool:
+    """Whether `node` calls a higher-order operator whose nested graph a trace inlines."""
+    return node.op == "call_function" and node.target in _upstream.inlined_higher_order_ops()
+
+
+def _drop_inlined_bodies(module: GraphModule, bodies: AbstractSet[str]) -> None:
+    """Remove the nested graphs `bodies` once their calls are spliced out: a trace has none."""
+    for node in list(module.graph.nodes):
+        if node.op == "get_attr" and node.target in bodies:
+            module.graph.erase_node(node)  # its calls are gone: no users
+    for target in bodies:
+        module.delete_submodule(target)
 
 
 def _dead_code(graph: Graph) -> set[Node] | str:
@@ -254,7 +300,22 @@ def _dead_code(graph: Graph) -> set[Node] | str:
     return dropped
 
 
-def _ancestors(node: Node) -> set[Node]:
+def _side_effect_followers(calls: list[Node]) -> dict[Node, list[Node]]:
+    """{call: the calls returning nothing that come right after it in `calls`} (before the first
+    call that returns something, for those at the start)."""
+    followers: defaultdict[Node, list[Node]] = defaultdict(list)
+    anchors = [call for call in calls if not returns_nothing(call)]
+    anchor = anchors[0] if anchors else None
+    for call in calls:
+        if not returns_nothing(call):
+            anchor = call
+        elif anchor is not None:
+            followers[anchor].append(call)
+    return followers
+
+
+def _ancestors(node: Node, followers: dict[Node, list[Node]]) -> set[Node]:
+    """`node`, its inputs and theirs, with each one's `followers` and their ancestors."""
     seen: set[Node] = set()
     stack = [node]
     while stack:
@@ -262,6 +323,7 @@ def _ancestors(node: Node) -> set[Node]:
         if current not in seen:
             seen.add(current)
             stack.extend(current.all_input_nodes)
+            stack.extend(followers.get(current, ()))
     return seen
 
 
@@ -344,7 +406,10 @@ def emulation_blocker(program: ExportedProgram) -> str | None:
     first_trace = any("desc" not in node.meta for node in program.graph.nodes if node.op == "placeholder")
     if first_trace and not kinds <= {InputKind.USER_INPUT, *_TRACED_WEIGHTS}:
         return "constants, custom objects or tokens in a program not traced yet"
+    bodies = inlined_bodies(program.graph)
     for node in program.graph.nodes:
+        if node.op == "get_attr" and node.target in bodies:
+            continue  # goes into the small program with its call
         value = node.meta.get("val")
         if is_multi_output(node):
             if not all(isinstance(item, _upstream.FakeTensor) for item in value):
@@ -381,7 +446,7 @@ def record_as_traced(source: ExportedProgram, result: ExportedProgram, spliced: 
     specs = {spec.arg.name: spec for spec in source.graph_signature.input_specs}
     users: dict[str, dict[str, Any]] = {name: {} for name, spec in specs.items() if spec.kind in _WEIGHTS}
     for node in source.graph.nodes:
-        if node.op == "call_function":
+        if node.op == "call_function" and not _is_inlined(node):  # torch skips higher-order calls
             # The user as ExportedProgram.module() gives it: with provenance, whatever it had.
             fields = {**node.meta, "from_node": node.meta.get("from_node") or [_upstream.module_node_source(node)]}
             for arg in node.all_input_nodes:

@@ -9,12 +9,14 @@ nothing.
 
 `retrace_plan` says which programs may do without: no mutating op but in-place ones on an
 intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
-one per output of an operator, nested graph, input or buffer mutation, symbolic
-shape or effect token, every call an operator. It lists
+one per output of an operator, input or buffer mutation, symbolic shape or effect token, no
+nested graph but the bodies of calls a trace inlines (``@torch.no_grad()`` methods export to
+``wrap_with_set_grad_enabled``), every other call an operator. It lists
 the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
 it does not keep (it keeps the functional ones the table does not name), views, and nodes
 whose operator is not the one their last trace recorded (ExecuTorch swaps kept ops for
-``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata).
+``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata), and the
+inlined calls with their nested graphs.
 `local_decomposition.decompose_locally` re-traces those alone and gives the rest what a trace
 records. Graph code, node names, signature and metadata are the re-trace's, except that
 ``from_node`` provenance chains lack the re-trace's layers (their roots, from which ExecuTorch
@@ -41,6 +43,7 @@ from lowerkit.pass_infra.accelerations import local_decomposition
 from lowerkit.pass_infra.accelerations.local_decomposition import (
     decompose_locally,
     emulation_blocker,
+    inlined_bodies,
     is_multi_output,
     is_output_getitem,
     output_getitems,
@@ -109,18 +112,26 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
         return "mutations or effect tokens", []
     if program.range_constraints:
         return "symbolic shapes", []
-    if any(True for _ in program.graph_module.named_children()):
-        return "nested graphs", []
+    bodies = inlined_bodies(program.graph)
+    kept = sorted(name for name, _ in program.graph_module.named_children() if name not in bodies)
+    if kept:
+        return f"nested graphs a trace keeps ({', '.join(kept)})", []
     table = set(decomp_table)
     decomposing: list[Node] = []
     position = {node: index for index, node in enumerate(program.graph.nodes)}
     decomposed_outputs: set[Node] = set()  # multi-output nodes that decompose
     for node in program.graph.nodes:
-        if node.op in ("placeholder", "output"):
+        if node.op in ("placeholder", "output") or (node.op == "get_attr" and node.target in bodies):
             continue
         if node.op != "call_function":
             return f"{node.op} node {node.name}", []
         target = node.target
+        if target in _upstream.inlined_higher_order_ops():
+            # the trace records its nested graph's operators: re-traced with the call
+            decomposing.append(node)
+            if is_multi_output(node):
+                decomposed_outputs.add(node)
+            continue
         if target is operator.getitem:
             producer, index = node.args[0], node.args[1]
             if not (is_output_getitem(node) and isinstance(producer, Node) and isinstance(index, int)):
