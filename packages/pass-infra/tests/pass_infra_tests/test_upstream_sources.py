@@ -52,6 +52,8 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.export.exported_program:_decompose_exported_program": ("1949ba42c1237735", "pass-infra local_decomposition._renamed_call_graph"),
     "executorch.exir.verification.verifier:_check_tensor_args_matching_op_allowed_dtype": ("5223802f594bd06b", "pass-infra verified_graphs.graph_key / passes_on_recorded_values (what the check reads)"),
     "executorch.exir.verification.verifier:_get_inputs": ("31f3f769363e4cae", "pass-infra verified_graphs.graph_key (what the check reads)"),
+    "torch.fx.graph:Graph.node_copy": ("1ea7e7358568c428", "pass-infra verified_graphs._node_copy (replay_engine.vouch_copy: meta copied, arguments transformed)"),
+    "torch._subclasses.fake_tensor:unset_fake_temporarily": ("8310fcc18043ace9", "pass-infra _upstream.outside_fake_mode"),
     "executorch.exir.verification.arg_validator:EdgeOpArgValidator": ("0ac1c71272c8ad21", "pass-infra verified_graphs.graph_key / _upstream.recorded_value_arg_validator (its call_function hands each call to super())"),
     "executorch.exir.verification.verifier:_detect_fake_mode_from_gm": ("a4e91e4071a50500", "pass-infra _upstream.edge_verifier_context (the check's fake mode)"),
     "executorch.exir.dialects.edge._ops:EdgeOpOverload.__call__": ("e72d6e1844bdf4f7", "pass-infra replay_engine._computes_as (an edge op computes its ATen op)"),

@@ -125,6 +125,31 @@ def test_a_stale_recorded_value_leaves_the_graph_to_the_stock_check(stock_runs: 
     assert len(stock_runs) == 1
 
 
+class _ConstantCast(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tensor(3).to(torch.int32)
+
+
+def test_calls_on_a_constant_compute_alike_when_their_constants_are_the_recorded_ones() -> None:
+    """FakeTensor carries a small lifted constant's data through the calls on it (BERT's attention
+    mask: a cast of a lifted constant): calls that recompute their recorded constants pass on
+    recorded values; a recorded constant other than what its call computes goes to the stock check."""
+    gm = to_edge(torch.export.export(_ConstantCast(), (torch.randn(2, 3),))).exported_program().graph_module
+    constant, _, clone, cast, back, _, _ = gm.graph.nodes
+    cast.args = (constant,)  # the cast reads the constant itself, as BERT's
+    gm.graph.erase_node(clone)
+
+    def carry(node: torch.fx.Node, data: torch.Tensor) -> None:
+        fake = node.meta["val"]
+        node.meta["val"] = _upstream.FakeTensor(fake.fake_mode, data.to("meta"), data.device, constant=data)
+
+    for node, data in [(constant, torch.tensor(3)), (cast, torch.tensor(3, dtype=torch.int32)), (back, torch.tensor(3.0))]:
+        carry(node, data)
+    assert passes_on_recorded_values(gm)
+    carry(cast, torch.tensor(4, dtype=torch.int32))
+    assert not passes_on_recorded_values(gm)
+
+
 def test_a_failing_graph_fails_every_time(stock_runs: list[int]) -> None:
     gm = _edge_module()
     add = next(n for n in gm.graph.nodes if n.op == "call_function")
@@ -152,3 +177,37 @@ def test_the_key_holds_what_the_check_reads() -> None:
     with_one = graph_key(gm)
     gm.register_buffer("c", other)
     assert graph_key(gm) != with_one
+
+
+def _copied(gm: torch.fx.GraphModule, *, new_input_values: bool = False) -> dict[torch.fx.Node, torch.fx.Node]:
+    """{node: its ``Graph.node_copy`` in a new graph}; with `new_input_values`, placeholders hold other value objects."""
+    graph = torch.fx.Graph()
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in gm.graph.nodes:
+        copied = graph.node_copy(node, lambda n: copies[n])
+        if new_input_values and node.op == "placeholder":
+            copied.meta = {**copied.meta, "val": copied.meta["val"].clone()}
+        copies[node] = copied
+    return copies
+
+
+def test_copies_of_vouched_calls_give_their_recorded_values_to_this_check_only() -> None:
+    """Partition programs and deep copies are built with ``Graph.node_copy``: inside the scope, a
+    copy of a vouched call (or of such a copy) that reads the same value objects is taken as
+    recorded by this check, and by nothing else (a replay does not reuse its value)."""
+    from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy
+
+    gm = _edge_module()
+    vouch_graph(gm)
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    with VERIFIED_GRAPHS.scope():
+        copies = _copied(gm)
+        second = _copied(torch.fx.GraphModule(gm, copies[calls[0]].graph))
+        other = _copied(gm, new_input_values=True)
+    assert calls and all(is_vouched_copy(copies[n]) and not is_vouched(copies[n]) for n in calls)
+    assert all(is_vouched_copy(n) for n in second.values() if n.op == "call_function")
+    assert not any(is_vouched_copy(other[n]) for n in calls)
+    outside = _copied(gm)
+    assert not any(is_vouched_copy(outside[n]) for n in calls)  # stock outside the scope
+    copies[calls[0]].args = copies[calls[0]].args[::-1]
+    assert not is_vouched_copy(copies[calls[0]])  # changed since it was copied

@@ -94,6 +94,7 @@ __all__ = [
     "module_node_source",
     "needs_eager_input_vals",
     "new_namespace",
+    "outside_fake_mode",
     "overrides_set_current_node",
     "partitioner_dependency_viewer",
     "plain_py_impl",
@@ -918,6 +919,14 @@ def returns_alias(op: OpOverload) -> bool:
 def returns_nothing(op: OpOverload) -> bool:
     """True when `op`'s schema returns nothing (``-> ()``: ``_assert_tensor_metadata``)."""
     return not op._schema.returns
+
+
+def outside_fake_mode() -> contextlib.AbstractContextManager[Any]:
+    """A context in which no FakeTensorMode takes operator calls (``unset_fake_temporarily``):
+    for computing on a FakeTensor's real ``constant``."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    return unset_fake_temporarily()
 
 
 @functools.cache

@@ -47,11 +47,13 @@ __all__ = [
     "copy_node_direct",
     "in_pipeline",
     "is_vouched",
+    "is_vouched_copy",
     "map_proxy_values",
     "pipeline_running",
     "plainly_static",
     "same_fake_metadata",
     "validate_symbolic_inputs",
+    "vouch_copy",
     "vouch_graph",
     "vouch_node",
 ]
@@ -144,17 +146,22 @@ class _LazyDebugStr:
 # an attribute of the graph node itself (no torch class or module state is touched).
 
 _VOUCH_ATTR = "_lowerkit_vouched"
+#: A weaker record, read by the edge verifier's dtype check only (`verified_graphs`), never by a
+#: replay: a ``Graph.node_copy`` of a vouched node, computing the same value (`vouch_copy`).
+_COPY_ATTR = "_lowerkit_vouched_copy"
 
 
 def _input_values(node: Node) -> tuple[Any, ...]:
     return tuple([arg.meta.get("val") for arg in node.all_input_nodes])
 
 
+def _value_record(node: Node) -> tuple[Any, ...]:
+    return (node.target, node.args, node.kwargs, node.meta.get("val"), _input_values(node))
+
+
 def vouch_node(node: Node) -> None:
     """Record that `node`'s current meta["val"] is consistent with its op and inputs."""
-    setattr(
-        node, _VOUCH_ATTR, (node.target, node.args, node.kwargs, node.meta.get("val"), _input_values(node))
-    )
+    setattr(node, _VOUCH_ATTR, _value_record(node))
 
 
 def is_vouched(node: Node) -> bool:
@@ -163,7 +170,47 @@ def is_vouched(node: Node) -> bool:
     An input's value replaced in place (a pass that reshapes a placeholder, then replays)
     makes the node's recorded value suspect.
     """
-    record = getattr(node, _VOUCH_ATTR, None)
+    return _unchanged_since(node, getattr(node, _VOUCH_ATTR, None))
+
+
+def vouch_copy(copy: Node, original: Node) -> None:
+    """Record, for the edge verifier's dtype check only, that `copy` (``Graph.node_copy`` of
+    `original`) computes its value, when `original` is vouched for (or such a copy) and `copy`
+    has its op, its value and arguments alike, node arguments holding the very value objects
+    (deep copies of programs and partition programs are built of such copies)."""
+    if (
+        copy.op == "call_function"
+        and copy.meta.get("val") is original.meta.get("val")
+        and (is_vouched(original) or is_vouched_copy(original))
+        and _copied_alike(copy, original)
+    ):
+        setattr(copy, _COPY_ATTR, _value_record(copy))
+
+
+def is_vouched_copy(node: Node) -> bool:
+    """True when `vouch_copy` recorded `node` and its target, args, kwargs, val and inputs' vals are unchanged."""
+    return _unchanged_since(node, getattr(node, _COPY_ATTR, None))
+
+
+def _val_identity(node: Node) -> Any:
+    """The identity of `node`'s value object (the node itself when it has none)."""
+    value = node.meta.get("val")
+    return node if value is None else id(value)
+
+
+def _copied_alike(copy: Node, original: Node) -> bool:
+    if copy.target is not original.target:
+        return False
+    try:
+        return bool(
+            torch.fx.node.map_arg((copy.args, copy.kwargs), _val_identity)
+            == torch.fx.node.map_arg((original.args, original.kwargs), _val_identity)
+        )
+    except Exception:  # an argument whose == is not a bool (a tensor)
+        return False
+
+
+def _unchanged_since(node: Node, record: tuple[Any, ...] | None) -> bool:
     if (
         record is None
         or record[0] is not node.target

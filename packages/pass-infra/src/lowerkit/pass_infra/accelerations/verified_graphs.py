@@ -15,7 +15,9 @@ follows are pinned in pass-infra's ``test_upstream_sources.py``.
 
 A graph seen for the first time is checked on its recorded values: ExecuTorch's own validator,
 with each call pass-infra vouches for (`replay_engine.is_vouched`: its ``meta["val"]`` is what
-running it on its inputs' recorded values gives, the fact value reuse and fast-copy rest on)
+running it on its inputs' recorded values gives, the fact value reuse and fast-copy rest on), or
+that is a ``Graph.node_copy`` of one computing the same value from the same value objects
+(`replay_engine.is_vouched_copy`, read by this check only: partition programs are such copies),
 giving that value instead of computing it in FakeTensor mode, and every other call run as stock
 runs it and required to compute a value with the recorded one's metadata
 (`_upstream.recorded_value_arg_validator`). The check reads only dtypes. A graph that check
@@ -34,7 +36,7 @@ from torch.fx import GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
-from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, same_fake_metadata
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy, same_fake_metadata, vouch_copy
 
 __all__ = ["VERIFIED_GRAPHS", "graph_key", "passes_on_recorded_values"]
 
@@ -152,10 +154,31 @@ def _computes_alike(value: Any, recorded: Any) -> bool:
             and all(_computes_alike(v, r) for v, r in zip(value, recorded, strict=True))
         )
     if isinstance(recorded, torch.Tensor):
-        return same_fake_metadata(value, recorded)
+        return same_fake_metadata(value, recorded) or _same_constant(value, recorded)
     if recorded is None or type(recorded) in (int, float, bool):
         return type(value) is type(recorded) and value == recorded
     return False  # symbolic and other values: left to the stock check
+
+
+def _same_constant(value: Any, recorded: Any) -> bool:
+    """True when FakeTensors `value` and `recorded` hold equal constants (FakeTensor computes with
+    those: a lifted constant's cast, as Hugging Face's attention masks) with equal metadata."""
+    fakes = (value, recorded)
+    if any(type(t) is not _upstream.FakeTensor or t.constant is None for t in fakes):
+        return False
+    if not (
+        value.fake_mode is recorded.fake_mode
+        and value.dtype == recorded.dtype
+        and value.shape == recorded.shape
+        and value.stride() == recorded.stride()
+        and value.device == recorded.device
+        and value.storage_offset() == recorded.storage_offset()
+        and value.requires_grad == recorded.requires_grad
+        and value.constant.dtype == recorded.constant.dtype
+    ):
+        return False
+    with _upstream.outside_fake_mode():  # the check runs in the graph's fake mode
+        return bool(torch.equal(value.constant, recorded.constant))
 
 
 class _StaleValue(Exception):
@@ -169,7 +192,7 @@ def _validator_class() -> type:
     class RecordedValueValidator(_upstream.recorded_value_arg_validator()):  # type: ignore[misc]
         def recorded_value(self, node: Node, run: Callable[[], Any]) -> Any:
             recorded = node.meta["val"]
-            if is_vouched(node):
+            if is_vouched(node) or is_vouched_copy(node):
                 return recorded
             if not _computes_alike(run(), recorded):
                 raise _StaleValue(node.name)
@@ -201,12 +224,24 @@ def passes_on_recorded_values(gm: GraphModule) -> bool:
 
 
 _STOCK: list[Any] = []
+_STOCK_NODE_COPY = torch.fx.Graph.node_copy
+
+
+def _node_copy(self: torch.fx.Graph, node: Node, arg_transform: Callable[[Node], Any] = lambda x: x) -> Node:
+    """``Graph.node_copy``, recording for this check a copy that computes a vouched node's value
+    (`replay_engine.vouch_copy`): partition programs are made of such copies."""
+    copy = _STOCK_NODE_COPY(self, node, arg_transform)
+    vouch_copy(copy, node)
+    return copy
 
 
 def _replacements() -> list[Replacement]:
     module = _upstream.edge_verifier_module()
     _STOCK[:] = [getattr(module, _upstream.ARGUMENT_CHECK)]
-    return [Replacement(module, _upstream.ARGUMENT_CHECK, check_arguments_once)]
+    return [
+        Replacement(module, _upstream.ARGUMENT_CHECK, check_arguments_once),
+        Replacement(torch.fx.Graph, "node_copy", _node_copy),
+    ]
 
 
 #: Held by ``accelerated_lowering()``; forgets every graph when its last scope closes.
