@@ -69,6 +69,7 @@ __all__ = [
     "direct_copy_possible",
     "dispatched_arguments",
     "eager_input_vals",
+    "executorch_call_delegate",
     "edge_op_aten",
     "edge_verifier_context",
     "edge_verifier_inputs",
@@ -919,6 +920,14 @@ def returns_alias(op: OpOverload) -> bool:
 def returns_nothing(op: OpOverload) -> bool:
     """True when `op`'s schema returns nothing (``-> ()``: ``_assert_tensor_metadata``)."""
     return not op._schema.returns
+
+
+@functools.cache
+def executorch_call_delegate() -> Any:
+    """ExecuTorch's delegate call operator (``executorch.exir.delegate``)."""
+    from executorch.exir.delegate import executorch_call_delegate as call_delegate
+
+    return call_delegate
 
 
 def outside_fake_mode() -> contextlib.AbstractContextManager[Any]:

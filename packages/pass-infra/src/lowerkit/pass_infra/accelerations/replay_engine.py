@@ -394,18 +394,29 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
     val = node.meta.get("val", _MISSING)
     if val is _MISSING or not _reusable_value(val, self.fake_tensor_mode):
         return _MISSING
-    if not is_vouched(node):
+    delegate = not is_vouched(node)
+    if delegate and not _delegate_call_vouched(node):
         return _MISSING
     old_kwargs = (
         node.kwargs
         if isinstance(target, OpOverload) or hasattr(target, "_schema")
         else {}
     )
-    loose = type(val) is FakeTensor and not _returns_alias(target)
+    # a delegate's outputs are none of its inputs (`delegate_call_vouched`): computed from their metadata
+    loose = delegate or (type(val) is FakeTensor and not _returns_alias(target))
     if not (_same_inputs(args, node.args, loose) and _same_inputs(kwargs, old_kwargs, loose)):
         return _MISSING
     _replay_tls.node = None  # at most one node re-uses a recorded value
     return val
+
+
+def _delegate_call_vouched(node: Node) -> bool:
+    """`delegate_values.delegate_call_vouched` for a delegate call (which imports this module)."""
+    if node.target is not _upstream.executorch_call_delegate():
+        return False
+    from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_vouched
+
+    return delegate_call_vouched(node)
 
 
 def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:

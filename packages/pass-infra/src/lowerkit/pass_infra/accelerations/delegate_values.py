@@ -1,0 +1,70 @@
+"""A delegate call's recorded value, vouched for by the program it delegates.
+
+``to_executorch`` replays the top-level graph, and a replay of ``executorch_call_delegate`` runs
+ExecuTorch's fake kernel for it: it unlifts the lowered module's whole original program (deep
+copies of every node) and runs it in FakeTensor mode, to compute values the call records already
+(DeiT-tiny: ~2 s). `delegate_call_vouched` says when the recorded value is what that run gives:
+the original program's user inputs hold the very value objects of the call's inputs, its outputs
+the very objects of the call's value, it mutates nothing, no input or output requires grad (the
+kernel runs the program without autograd), and each of its calls is vouched for
+(`replay_engine.is_vouched`) or a copy of one computing the same value
+(`replay_engine.is_vouched_copy`: partition programs are made of such copies), and no output is
+an input. A replay then reuses the call's value as it does a vouched node's, also when its
+inputs are new values with the recorded ones' metadata (a fake run reads only that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.export.graph_signature import OutputKind
+from torch.fx import Node
+
+from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy
+
+__all__ = ["delegate_call_vouched"]
+
+
+def delegate_call_vouched(node: Node) -> bool:
+    """True when `node`, an ``executorch_call_delegate`` call, records what running its lowered
+    module's original program on its inputs' recorded values gives."""
+    if node.target is not _upstream.executorch_call_delegate() or not node.args:
+        return False
+    module_arg, inputs = node.args[0], node.args[1:]
+    owner = node.graph.owning_module
+    if not isinstance(module_arg, Node) or module_arg.op != "get_attr" or owner is None:
+        return False
+    program = getattr(owner.get_submodule(str(module_arg.target)), "original_module", None)
+    values = node.meta.get("val")
+    if program is None or not isinstance(values, (tuple, list)):
+        return False
+    signature = program.graph_signature
+    if any(spec.kind != OutputKind.USER_OUTPUT for spec in signature.output_specs):
+        return False  # a buffer mutation: the call does more than compute its outputs
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    user_inputs = [placeholders[name] for name in signature.user_inputs]
+    if len(user_inputs) != len(inputs) or not all(
+        isinstance(arg, Node) and _same_value(arg, placeholder) and not getattr(arg.meta["val"], "requires_grad", False)
+        for arg, placeholder in zip(inputs, user_inputs, strict=True)
+    ):
+        return False
+    outputs = next(n for n in reversed(program.graph.nodes) if n.op == "output").args[0]
+    if len(outputs) != len(values) or not all(
+        isinstance(out, Node)
+        and out.op != "placeholder"  # an output that is an input aliases it
+        and out.meta.get("val") is value
+        and getattr(value, "constant", None) is None
+        # ExecuTorch runs a delegate without autograd: no output requires grad (no input does)
+        and getattr(value, "requires_grad", True) is False
+        for out, value in zip(outputs, values, strict=True)
+    ):
+        return False
+    return all(
+        is_vouched(call) or is_vouched_copy(call) for call in program.graph.nodes if call.op == "call_function"
+    )
+
+
+def _same_value(a: Node, b: Node) -> bool:
+    value: Any = a.meta.get("val")
+    return value is not None and value is b.meta.get("val")
