@@ -3,7 +3,8 @@
 ``to_executorch`` replays the top-level graph, and a replay of ``executorch_call_delegate`` runs
 ExecuTorch's fake kernel for it: it unlifts the lowered module's whole original program (deep
 copies of every node) and runs it in FakeTensor mode, to compute values the call records already
-(DeiT-tiny: ~2 s). `delegate_call_vouched` says when the recorded value is what that run gives:
+(DeiT-tiny: ~2 s). `delegate_call_vouched` says when the recorded value is what that run gives
+(the replay engine asks it, for a delegate call not vouched for):
 the original program's user inputs hold the very value objects of the call's inputs, its outputs
 the very objects of the call's value, it mutates nothing, no input or output requires grad (the
 kernel runs the program without autograd), and each of its calls is vouched for
@@ -15,20 +16,21 @@ inputs are new values with the recorded ones' metadata (a fake run reads only th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from torch.export.graph_signature import OutputKind
 from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy
 
 __all__ = ["delegate_call_vouched"]
 
 
-def delegate_call_vouched(node: Node) -> bool:
+def delegate_call_vouched(node: Node, computes_its_value: Callable[[Node], bool]) -> bool:
     """True when `node`, an ``executorch_call_delegate`` call, records what running its lowered
-    module's original program on its inputs' recorded values gives."""
+    module's original program on its inputs' recorded values gives; `computes_its_value` says it
+    of one call of that program (the replay engine's vouch)."""
     if node.target is not _upstream.executorch_call_delegate() or not node.args:
         return False
     module_arg, inputs = node.args[0], node.args[1:]
@@ -60,9 +62,7 @@ def delegate_call_vouched(node: Node) -> bool:
         for out, value in zip(outputs, values, strict=True)
     ):
         return False
-    return all(
-        is_vouched(call) or is_vouched_copy(call) for call in program.graph.nodes if call.op == "call_function"
-    )
+    return all(computes_its_value(call) for call in program.graph.nodes if call.op == "call_function")
 
 
 def _same_value(a: Node, b: Node) -> bool:

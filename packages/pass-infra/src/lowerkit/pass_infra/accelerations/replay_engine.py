@@ -36,6 +36,7 @@ from lowerkit.pass_infra._upstream import (
     pytree,
     shared_node_source,
 )
+from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_vouched
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = [
@@ -411,12 +412,11 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
 
 
 def _delegate_call_vouched(node: Node) -> bool:
-    """`delegate_values.delegate_call_vouched` for a delegate call (which imports this module)."""
+    """Whether `node` is a delegate call whose program computes its recorded value, each of its
+    calls vouched for or a vouched copy (`delegate_values`)."""
     if node.target is not _upstream.executorch_call_delegate():
         return False
-    from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_vouched
-
-    return delegate_call_vouched(node)
+    return delegate_call_vouched(node, lambda call: is_vouched(call) or is_vouched_copy(call))
 
 
 def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
