@@ -1,6 +1,7 @@
 """delegate_values proven live: in ``to_executorch`` inside accelerated_lowering(), a delegate
 call whose lowered program computes its recorded value is not run through ExecuTorch's fake
-kernel (which unlifts and runs the whole program), and the .pte bytes are stock's; a program
+kernel (which unlifts and runs the whole program), and the program (code, metadata) and .pte
+bytes are stock's; a program
 whose value is not vouched for, is not the call's, or requires grad runs it as stock does."""
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPar
 from executorch.exir import to_edge_transform_and_lower
 
 from lowerkit.pass_infra import _upstream, accelerated_lowering
-from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_vouched
+from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_value
 from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy
+from pass_infra.test_whole_lowering import _meta_mismatches
 
 
 class _TwoLinears(torch.nn.Module):
@@ -36,7 +38,7 @@ def _edge(trainable: bool = False) -> Any:
 
 
 def _vouched(call: torch.fx.Node) -> bool:
-    return delegate_call_vouched(call, lambda node: is_vouched(node) or is_vouched_copy(node))
+    return delegate_call_value(call, lambda node: is_vouched(node) or is_vouched_copy(node)) is not None
 
 
 def _delegate_calls(edge: Any) -> list[torch.fx.Node]:
@@ -58,17 +60,21 @@ def fake_kernel_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return runs
 
 
-def test_a_vouched_delegate_call_keeps_its_value_and_gives_stocks_bytes(fake_kernel_runs: list[Any]) -> None:
-    stock_pte = bytes(_edge().to_executorch().buffer)
+def test_a_vouched_delegate_call_keeps_its_value_and_gives_stocks_program_and_bytes(
+    fake_kernel_runs: list[Any],
+) -> None:
+    stock = _edge().to_executorch()
     assert fake_kernel_runs  # stock runs the fake kernel
     with accelerated_lowering():
         edge = _edge()
         calls = _delegate_calls(edge)
         assert calls and all(_vouched(c) for c in calls)
         fake_kernel_runs.clear()
-        fast_pte = bytes(edge.to_executorch().buffer)
+        fast = edge.to_executorch()
     assert fake_kernel_runs == []
-    assert fast_pte == stock_pte
+    assert fast.exported_program().graph_module.code == stock.exported_program().graph_module.code
+    assert _meta_mismatches(stock.exported_program().graph_module, fast.exported_program().graph_module) == []
+    assert bytes(fast.buffer) == bytes(stock.buffer)
 
 
 def test_a_delegate_call_whose_value_is_not_the_programs_runs_the_fake_kernel(fake_kernel_runs: list[Any]) -> None:

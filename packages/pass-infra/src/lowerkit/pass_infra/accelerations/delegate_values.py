@@ -3,8 +3,9 @@
 ``to_executorch`` replays the top-level graph, and a replay of ``executorch_call_delegate`` runs
 ExecuTorch's fake kernel for it: it unlifts the lowered module's whole original program (deep
 copies of every node) and runs it in FakeTensor mode, to compute values the call records already
-(DeiT-tiny: ~2 s). `delegate_call_vouched` says when the recorded value is what that run gives
-(the replay engine asks it, for a delegate call not vouched for):
+(DeiT-tiny: ~2 s). `delegate_call_value` gives the recorded value, in the container that run
+returns, when it is what that run gives (the replay engine asks it, for a delegate call not
+vouched for):
 the original program's user inputs hold the very value objects of the call's inputs, its outputs
 the very objects of the call's value, it mutates nothing, no input or output requires grad (the
 kernel runs the program without autograd), and each of its calls is vouched for
@@ -24,22 +25,38 @@ from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream
 
-__all__ = ["delegate_call_vouched"]
+__all__ = ["delegate_call_value"]
 
 
-def delegate_call_vouched(node: Node, computes_its_value: Callable[[Node], bool]) -> bool:
-    """True when `node`, an ``executorch_call_delegate`` call, records what running its lowered
-    module's original program on its inputs' recorded values gives; `computes_its_value` says it
-    of one call of that program (the replay engine's vouch)."""
+def delegate_call_value(node: Node, computes_its_value: Callable[[Node], bool]) -> Any:
+    """The value ExecuTorch's kernel gives `node`, an ``executorch_call_delegate`` call, made of
+    its recorded values (in the container the program's output spec makes), when its lowered
+    module's original program computes them from its inputs' recorded values; else None.
+    `computes_its_value` says it of one call of that program (the replay engine's vouch)."""
+    program = _delegated_program(node)
+    if program is None or not _computes(node, program, computes_its_value):
+        return None
+    out_spec = program.module_call_graph[0].signature.out_spec
+    return _upstream.pytree.tree_unflatten(list(node.meta["val"]), out_spec)
+
+
+def _delegated_program(node: Node) -> Any:
+    """The original program of the lowered module `node` calls, or None."""
     if node.target is not _upstream.executorch_call_delegate() or not node.args:
-        return False
-    module_arg, inputs = node.args[0], node.args[1:]
+        return None
+    module_arg = node.args[0]
     owner = node.graph.owning_module
     if not isinstance(module_arg, Node) or module_arg.op != "get_attr" or owner is None:
-        return False
+        return None
     program = getattr(owner.get_submodule(str(module_arg.target)), "original_module", None)
-    values = node.meta.get("val")
-    if program is None or not isinstance(values, (tuple, list)):
+    if program is None or not program.module_call_graph or program.module_call_graph[0].signature is None:
+        return None
+    return program
+
+
+def _computes(node: Node, program: Any, computes_its_value: Callable[[Node], bool]) -> bool:
+    inputs, values = node.args[1:], node.meta.get("val")
+    if not isinstance(values, (tuple, list)):
         return False
     signature = program.graph_signature
     if any(spec.kind != OutputKind.USER_OUTPUT for spec in signature.output_specs):

@@ -36,7 +36,7 @@ from lowerkit.pass_infra._upstream import (
     pytree,
     shared_node_source,
 )
-from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_vouched
+from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_value
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = [
@@ -396,14 +396,16 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
     if val is _MISSING or not _reusable_value(val, self.fake_tensor_mode):
         return _MISSING
     delegate = not is_vouched(node)
-    if delegate and not _delegate_call_vouched(node):
-        return _MISSING
+    if delegate:
+        val = _delegate_call_value(node)
+        if val is None:
+            return _MISSING
     old_kwargs = (
         node.kwargs
         if isinstance(target, OpOverload) or hasattr(target, "_schema")
         else {}
     )
-    # a delegate's outputs are none of its inputs (`delegate_call_vouched`): computed from their metadata
+    # a delegate's outputs are none of its inputs (`delegate_call_value`): computed from their metadata
     loose = delegate or (type(val) is FakeTensor and not _returns_alias(target))
     if not (_same_inputs(args, node.args, loose) and _same_inputs(kwargs, old_kwargs, loose)):
         return _MISSING
@@ -411,12 +413,12 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
     return val
 
 
-def _delegate_call_vouched(node: Node) -> bool:
-    """Whether `node` is a delegate call whose program computes its recorded value, each of its
-    calls vouched for or a vouched copy (`delegate_values`)."""
+def _delegate_call_value(node: Node) -> Any:
+    """The value of `node` when it is a delegate call whose program computes its recorded value,
+    each of its calls vouched for or a vouched copy (`delegate_values`); else None."""
     if node.target is not _upstream.executorch_call_delegate():
-        return False
-    return delegate_call_vouched(node, lambda call: is_vouched(call) or is_vouched_copy(call))
+        return None
+    return delegate_call_value(node, lambda call: is_vouched(call) or is_vouched_copy(call))
 
 
 def _cheap_fx(self: Any, kind: str, target: Any, args: Any, kwargs: Any, meta: Any) -> ProxyValue:
