@@ -205,11 +205,13 @@ def print_case(result: dict[str, Any]) -> None:
 
 
 def lowerkit_commit() -> str | None:
-    """The lowerkit checkout's commit (``+dirty`` with uncommitted changes), None outside git."""
+    """The lowerkit checkout's commit (``+dirty`` with uncommitted changes but the benchmark's own
+    results, which a run writes as it goes), None outside git."""
     here = Path(__file__).resolve().parent
+    changes = ["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", ":(exclude,top)tools/bench/results"]
     try:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(changes, cwd=here, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None
     return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
