@@ -147,8 +147,9 @@ class _LazyDebugStr:
 # an attribute of the graph node itself (no torch class or module state is touched).
 
 _VOUCH_ATTR = "_lowerkit_vouched"
-#: A weaker record, read by the edge verifier's dtype check only (`verified_graphs`), never by a
-#: replay: a ``Graph.node_copy`` of a vouched node, computing the same value (`vouch_copy`).
+#: A weaker record: a ``Graph.node_copy`` of a vouched node, computing the same value
+#: (`vouch_copy`). Read by the edge verifier's dtype check (`verified_graphs`) and by the delegate
+#: call rule (`delegate_values`), never to reuse the copy's own value in a replay.
 _COPY_ATTR = "_lowerkit_vouched_copy"
 
 
@@ -175,10 +176,10 @@ def is_vouched(node: Node) -> bool:
 
 
 def vouch_copy(copy: Node, original: Node) -> None:
-    """Record, for the edge verifier's dtype check only, that `copy` (``Graph.node_copy`` of
-    `original`) computes its value, when `original` is vouched for (or such a copy) and `copy`
-    has its op, its value and arguments alike, node arguments holding the very value objects
-    (deep copies of programs and partition programs are built of such copies)."""
+    """Record (`_COPY_ATTR`) that `copy`, a ``Graph.node_copy`` of `original`, computes its value:
+    when `original` is vouched for (or such a copy) and `copy` has its op, its value and arguments
+    alike, node arguments holding the very value objects (deep copies of programs and partition
+    programs are built of such copies)."""
     if (
         copy.op == "call_function"
         and copy.meta.get("val") is original.meta.get("val")

@@ -17,7 +17,7 @@ A graph seen for the first time is checked on its recorded values: ExecuTorch's 
 with each call pass-infra vouches for (`replay_engine.is_vouched`: its ``meta["val"]`` is what
 running it on its inputs' recorded values gives, the fact value reuse and fast-copy rest on), or
 that is a ``Graph.node_copy`` of one computing the same value from the same value objects
-(`replay_engine.is_vouched_copy`, read by this check only: partition programs are such copies),
+(`replay_engine.is_vouched_copy`, never reused by a replay: partition programs are such copies),
 giving that value instead of computing it in FakeTensor mode, and every other call run as stock
 runs it and required to compute a value with the recorded one's metadata
 (`_upstream.recorded_value_arg_validator`). The check reads only dtypes. A graph that check
