@@ -232,8 +232,13 @@ def test_calls_that_return_nothing_stay_local_and_give_what_the_retrace_gives() 
 
 
 def test_mutating_a_viewed_tensor_takes_the_stock_retrace() -> None:
-    program = _exported("mutates_a_view")
-    reason = "aten.relu_.default mutates conv2d, of which view is a view"
+    _assert_takes_the_stock_retrace(
+        _exported("mutates_a_view"), "aten.relu_.default mutates conv2d, of which view is a view"
+    )
+
+
+def _assert_takes_the_stock_retrace(program: torch.export.ExportedProgram, reason: str) -> None:
+    """`program`'s run_decompositions({}) falls back for `reason`, says so, and gives torch's re-trace."""
     assert needs_retrace(program, {}) == reason
     with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
         fast = program.run_decompositions({})
@@ -524,10 +529,7 @@ class _Branches(torch.nn.Module):
 
 
 def test_nested_graphs_a_trace_keeps_take_the_stock_retrace() -> None:
-    program = torch.export.export(_Branches(), (torch.randn(2, 2),))
-    reason = "nested graphs a trace keeps (false_graph_0, true_graph_0)"
-    assert needs_retrace(program, {}) == reason
-    with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
-        fast = program.run_decompositions({})
-    assert [f.reason for f in fallbacks] == [reason]
-    _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(program, {}), fast)
+    _assert_takes_the_stock_retrace(
+        torch.export.export(_Branches(), (torch.randn(2, 2),)),
+        "nested graphs a trace keeps (false_graph_0, true_graph_0)",
+    )
