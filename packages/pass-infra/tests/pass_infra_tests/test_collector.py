@@ -73,22 +73,40 @@ def test_a_process_that_froze_its_own_objects_is_left_alone() -> None:
     assert gc.get_freeze_count() > 0
 
 
-def test_a_heap_grown_by_a_quarter_is_collected_at_the_exit() -> None:
-    """Garbage made between back-to-back scopes is not frozen by scope after scope for ever."""
+def _garbage_cycles() -> weakref.ref[_Cycle]:
+    """As many garbage cycles as the process has tracked objects (the heap grows by over a
+    quarter); a weak reference to one of them."""
+    grown = [_Cycle() for _ in range(len(gc.get_objects()))]
+    return weakref.ref(grown[0])
+
+
+def test_a_heap_grown_by_a_quarter_is_collected_before_the_next_scope_freezes_it() -> None:
+    """Garbage made between back-to-back scopes is not frozen by scope after scope for ever; the
+    collection waits for the next scope rather than ending this one."""
     gc.disable()  # only SETTLED_HEAP collects here
     try:
-        with SETTLED_HEAP.scope():
+        _garbage_cycles()
+        with SETTLED_HEAP.scope():  # collects: the heap is measured from here on
             pass
         small = weakref.ref(_Cycle())
         with SETTLED_HEAP.scope():
-            pass
-        assert small() is not None  # a few objects more: no full collection
-        grown = [_Cycle() for _ in range(len(gc.get_objects()))]
-        witness = weakref.ref(grown[0])
-        del grown
+            assert small() is not None  # a few objects more: no full collection
+        witness = _garbage_cycles()
         with SETTLED_HEAP.scope():
-            assert witness() is not None  # frozen with the rest
-        assert witness() is None and small() is None
+            assert witness() is None and small() is None  # collected, not frozen with the rest
+    finally:
+        gc.enable()
+
+
+def test_the_last_exit_leaves_the_garbage_made_inside_to_the_collector() -> None:
+    gc.disable()
+    try:
+        _garbage_cycles()
+        with SETTLED_HEAP.scope():  # opens on a grown heap (collected on the way in)
+            witness = _garbage_cycles()
+        assert witness() is not None  # no walk of everything the scope made on the way out
+        gc.collect()
+        assert witness() is None
     finally:
         gc.enable()
 
