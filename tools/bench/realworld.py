@@ -8,7 +8,7 @@ TOSA INT depends on Python's string-hash seed — two stock processes with diffe
 different bytes — so the sides are compared under one seed, as a user's one process is). The worker pays its
 imports and builds the model before the clock starts; the clock covers export → quantize →
 ``to_edge_transform_and_lower`` → ``to_executorch``. Sides alternate (stock, dropin, api, then the
-reverse), ``--repeat`` rounds; medians. Recorded per run: pass / fail (the error's first line),
+reverse), ``--repeat`` rounds; medians. Recorded per run: pass / fail (the error's first line, and its root cause's),
 seconds per stage, peak RSS (``getrusage``), the 1-minute load average at its start, on lowerkit's
 sides every ``run_decompositions`` that took torch's whole-program re-trace and why; per case the
 ``.pte`` sha256 (Arm: must be identical on every side) or the canonical Core ML payload digest
@@ -50,7 +50,26 @@ DEFAULT_TARGETS = ("TOSA-1.0+INT", "coreml-fp16")
 
 
 def first_line(error: BaseException) -> str:
-    """``Type: first line of the message``."""
+    """``Type: first line of the message``, and the same of the error's root cause when it wraps
+    one (ExecuTorch's pass manager names the failing pass; the exception it chains, the problem)."""
+    cause = root_cause(error)
+    if cause is error:
+        return _type_and_line(error)
+    return f"{_type_and_line(error)} (caused by {_type_and_line(cause)})"
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The innermost exception of `error`'s ``__cause__`` / ``__context__`` chain."""
+    seen = {id(error)}
+    while True:
+        inner = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        if inner is None or id(inner) in seen:
+            return error
+        seen.add(id(inner))
+        error = inner
+
+
+def _type_and_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
 
