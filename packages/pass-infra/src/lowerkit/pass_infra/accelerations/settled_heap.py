@@ -41,13 +41,11 @@ __all__ = ["FULL_COLLECTION_EVERY", "SETTLED_HEAP", "settled_heap"]
 #: Inside the scope, a full collection runs at most every this many middle-generation collections.
 FULL_COLLECTION_EVERY = 100
 
-#: Whether the installed scope froze the heap. The patch installs once (first scope) and
-#: uninstalls once (last scope).
-_froze = False
 #: A first scope that finds the heap bigger than this (``sys.getallocatedblocks()``) runs a full
 #: collection before it freezes; None until the first scope.
 _collect_above: int | None = None
-#: The collector's thresholds before the installed scope raised the last one.
+#: The collector's thresholds before the installed scope raised the last one; None when it froze
+#: nothing. The patch installs once (first scope) and uninstalls once (last scope).
 _thresholds: tuple[int, int, int] | None = None
 
 
@@ -56,10 +54,10 @@ def _grown_by_a_quarter(blocks: int) -> int:
 
 
 def _freeze() -> None:
-    global _froze, _collect_above, _thresholds
+    global _collect_above, _thresholds
     # O(frozen objects): instant unless the process froze objects itself.
     if gc.get_freeze_count() != 0:
-        _froze = False
+        _thresholds = None
         return
     if _collect_above is None:
         _collect_above = _grown_by_a_quarter(sys.getallocatedblocks())
@@ -67,19 +65,17 @@ def _freeze() -> None:
         gc.collect()
         _collect_above = _grown_by_a_quarter(sys.getallocatedblocks())
     gc.freeze()
-    _froze = True
     _thresholds = gc.get_threshold()
     young, middle, full = _thresholds
     gc.set_threshold(young, middle, max(full, FULL_COLLECTION_EVERY))
 
 
 def _unfreeze() -> None:
-    global _froze, _thresholds
-    if not _froze:
-        return
-    _froze = False
+    global _thresholds
     thresholds, _thresholds = _thresholds, None
-    if thresholds is not None and gc.get_threshold() == (thresholds[0], thresholds[1], max(thresholds[2], FULL_COLLECTION_EVERY)):
+    if thresholds is None:
+        return
+    if gc.get_threshold() == (thresholds[0], thresholds[1], max(thresholds[2], FULL_COLLECTION_EVERY)):
         gc.set_threshold(*thresholds)  # unless the program set its own meanwhile
     gc.unfreeze()
 
