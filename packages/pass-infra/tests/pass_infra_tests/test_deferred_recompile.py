@@ -1,9 +1,11 @@
-"""deferred_recompile: replayed modules inside a PassManager call compile once and come back as stock's."""
+"""deferred_recompile: replayed modules inside a PassManager call compile once and come back as stock's;
+export_deferring_recompiles gives torch.export.export's program."""
 
 from __future__ import annotations
 
 import copy
 import operator
+import re
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.pass_infra import cheaper_replay
 from lowerkit.pass_infra._upstream import LazyGraphModule
-from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE, export_deferring_recompiles
 
 
 class _Model(torch.nn.Module):
@@ -102,3 +104,80 @@ def test_lazy_modules_made_before_the_call_stay_lazy() -> None:
     with DEFERRED_RECOMPILE.scope():
         result = PassManager([lambda gm: PassResult(gm, False)])(lazy)
     assert result.graph_module is lazy and isinstance(lazy, LazyGraphModule)
+
+
+# --- export_deferring_recompiles ---------------------------------------------------------------------------
+
+_ADDRESSES = re.compile(r"graph_id=\d+|'graph_id': \d+|<eval_with_key>\.\d+| at 0x[0-9a-f]+")
+
+
+class _Cnn(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.bn = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.conv(x))).mean((2, 3))
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(x)
+        with torch.no_grad():
+            z = self.attention(y, y, y, need_weights=False)[0]
+        return x + z
+
+
+class _Branches(torch.nn.Module):
+    """A torch.cond: its branches are nested graph modules of the program."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos() + 1, (x,))
+
+
+def _program_text(program: torch.export.ExportedProgram) -> list[Any]:
+    """Everything a caller reads of a program (ids and code-file numbers aside), in order."""
+    out: list[Any] = [str(program.graph_signature), str(program.range_constraints), str(program.module_call_graph)]
+    out += [(name, tuple(value.shape), value.sum().item()) for name, value in program.state_dict.items()]
+    for name, module in program.graph_module.named_modules():
+        cls = type(module)
+        out.append((name, cls.__name__, cls.__bases__, isinstance(module, GraphModule) and module.code))
+        if not isinstance(module, GraphModule):
+            continue
+        for node in module.graph.nodes:
+            meta = {key: repr(value.shape if key == "val" and hasattr(value, "shape") else value)
+                    for key, value in node.meta.items()}
+            out.append((node.name, node.op, str(node.target), str(node.args), _ADDRESSES.sub("", str(meta))))
+    return out
+
+
+_EXPORTS = {
+    "cnn": (_Cnn, lambda: (torch.randn(1, 3, 12, 12),)),
+    "attention": (_Attention, lambda: (torch.randn(1, 5, 16),)),
+    "cond": (_Branches, lambda: (torch.randn(4),)),
+    "lstm": (lambda: torch.nn.LSTM(4, 8, batch_first=True), lambda: (torch.randn(1, 3, 4),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EXPORTS))
+def test_export_deferring_recompiles_gives_torchs_program(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    build, inputs = _EXPORTS[name]
+    torch.manual_seed(0)
+    model = build().eval()
+    args = inputs()
+    # The first export of a process records some metadata later ones do not: compare later ones.
+    torch.export.export(model, args)
+    compiles = _RealCompiles(monkeypatch)
+    stock = torch.export.export(model, args)
+    stock_count, compiles.count = compiles.count, 0
+    ours = export_deferring_recompiles(model, args)
+    assert compiles.count < stock_count, (compiles.count, stock_count)
+    assert _program_text(ours) == _program_text(stock)
+    assert not any(isinstance(m, LazyGraphModule) for m in ours.graph_module.modules())
+    assert torch.equal(ours.module()(*args)[0], stock.module()(*args)[0])

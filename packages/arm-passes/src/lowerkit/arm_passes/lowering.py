@@ -32,6 +32,7 @@ from lowerkit.arm_passes.devices import (
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.transposes import LayoutTransposes, layout_transposes
+from lowerkit.pass_infra.accelerations.deferred_recompile import export_deferring_recompiles
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.accelerations.settled_heap import settled_heap
 from lowerkit.pass_infra.framework.pipeline import PipelineReport
@@ -90,9 +91,12 @@ class ArmLowering(LoweredProgram):
         return tuple(hashlib.sha256(b).hexdigest() for b in self.tosa_flatbuffers)
 
 
-def _export(model: Any, inputs: tuple[Any, ...]) -> ExportedProgram:
+def _export(model: Any, inputs: tuple[Any, ...], stock: bool) -> ExportedProgram:
+    """`model` exported (unless `stock`, without generating code nothing runs: the same program)."""
     require_model(model, "lower_to_arm", ArmLoweringError)
-    return model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
+    if isinstance(model, ExportedProgram):
+        return model
+    return torch.export.export(model, inputs) if stock else export_deferring_recompiles(model, inputs)
 
 
 def fake_quantize(
@@ -238,10 +242,10 @@ def _lower(
     keep_float: Sequence[str] = (),
 ) -> ArmLowering:
     inputs = example_input_tuple(example_inputs, ArmLoweringError)
-    program = _export(model_or_exported_program, inputs)
+    program = _export(model_or_exported_program, inputs, stock)
     if quantize and is_integer(target):
         converted = fake_quantize(program, inputs, compile_spec, calibration, a16w8, keep_float, stock=stock)
-        program = torch.export.export(converted, inputs)
+        program = _export(converted, inputs, stock)
 
     flatbuffers: list[bytes] = []
     tosa_programs: list[ExportedProgram] = []

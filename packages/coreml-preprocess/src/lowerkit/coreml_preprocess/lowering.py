@@ -33,6 +33,7 @@ from lowerkit.coreml_preprocess.recipes import (
 )
 from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
+from lowerkit.pass_infra.accelerations.deferred_recompile import export_deferring_recompiles
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.helpers import graph_ops
@@ -153,6 +154,7 @@ def lower_to_coreml(
         return _lower(
             model_or_exported_program, inputs, chosen, options, samples, progress or _untimed, tuple(keep_float),
             accelerated_lowering if accelerate else contextlib.nullcontext,
+            export_deferring_recompiles if accelerate else torch.export.export,
         )  # fmt: skip
 
 
@@ -165,13 +167,14 @@ def _lower(
     step: Progress,
     keep_float: tuple[str, ...] = (),
     generic_stages: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+    export: Callable[..., ExportedProgram] = torch.export.export,
 ) -> CoreMLLowering:
     warnings: list[str] = []
     if options.enumerated_shapes is not None and not isinstance(model, ExportedProgram):
         with step("export (enumerated shapes)"):
             program, reference = export_with_shapes(model, inputs, options.enumerated_shapes), None
     else:
-        program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float)
+        program, reference = _prepare(model, inputs, recipe, samples, step, warnings, keep_float, export)
     partitioner = CoreMLPartitioner(compile_specs=options, lower_full_graph=options.enumerated_shapes is not None)
     # One scope over both generic stages (as the drop-in is used): installed and removed once.
     with generic_stages():
@@ -213,8 +216,10 @@ def _prepare(
     step: Progress,
     warnings: list[str],
     keep_float: tuple[str, ...] = (),
+    export: Callable[..., ExportedProgram] = torch.export.export,
 ) -> tuple[ExportedProgram, torch.nn.Module | None]:
-    """The program to lower (quantized by the recipe's torch step, if any) and its torch reference."""
+    """The program to lower (quantized by the recipe's torch step, if any) and its torch reference
+    (`export`: ``torch.export.export`` or a function giving the same program)."""
     if recipe.torch_quantization == "palettize4":
         eager = model.module() if isinstance(model, ExportedProgram) else model
         with step("palettize (4-bit codebook)"):
@@ -225,12 +230,12 @@ def _prepare(
                 "(an ExportedProgram has none: pass the eager module)"
             )
         with step("export palettized"):
-            return torch.export.export(palettized, inputs), palettized
+            return export(palettized, inputs), palettized
     with step("export"):
-        program = model if isinstance(model, ExportedProgram) else torch.export.export(model, inputs)
+        program = model if isinstance(model, ExportedProgram) else export(model, inputs)
     if recipe.torch_quantization != "static_int8":
         return program, None
     with step("quantize (pt2e static int8)"):
         converted = quantize_static_int8(program, samples, keep_float)
     with step("export quantized"):
-        return torch.export.export(converted, inputs), converted
+        return export(converted, inputs), converted

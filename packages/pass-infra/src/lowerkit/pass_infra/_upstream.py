@@ -28,7 +28,7 @@ from torch._export.pass_infra.proxy_value import ProxyValue as _TorchProxyValue
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import Node
-from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx._lazy_graph_module import _LazyGraphModule, _use_lazy_graph_module
 from torch.fx.immutable_collections import immutable_dict
 from torch.fx.interpreter import Interpreter
 from torch.fx.passes.infra.pass_base import PassResult
@@ -91,6 +91,7 @@ __all__ = [
     "is_operator",
     "lazy_call_submodule",
     "lazy_export_graph_module",
+    "lazy_graph_modules",
     "library_utils",
     "module_node_source",
     "needs_eager_input_vals",
@@ -162,6 +163,12 @@ stock_validate_snapshots: Callable[..., Any] = ExportPassBase._validate_symbolic
 stock_capture_snapshots: Callable[..., Any] = ExportPassBase._capture_symbolic_input_snapshots
 #: torch's lazily code-generating GraphModule.
 LazyGraphModule: Any = _LazyGraphModule
+
+
+def lazy_graph_modules() -> Any:
+    """torch's switch (a context manager) under which its tracers build `LazyGraphModule`s."""
+    return _use_lazy_graph_module(True)
+
 #: The node-meta fields torch's tracer copies from the current meta onto a new node.
 COPY_META_FIELDS: tuple[str, ...] = tuple(_fx_proxy._COPY_META_FIELDS)
 
