@@ -36,6 +36,7 @@ from torch.fx.traceback import NodeSource, NodeSourceAction
 from torch.utils import _pytree as pytree
 
 __all__ = [
+    "ATTRIBUTE_NAMER",
     "COPY_META_FIELDS",
     "EXPORT_GRAPH_MODULE",
     "HISTOGRAM_SEARCH_METHOD",
@@ -57,6 +58,7 @@ __all__ = [
     "TorchProxyValue",
     "aot_input_descriptor",
     "append_call_node",
+    "attribute_namer_users",
     "bypass_entry_type",
     "cache_key_func",
     "cia_collect_sites",
@@ -163,6 +165,19 @@ stock_validate_snapshots: Callable[..., Any] = ExportPassBase._validate_symbolic
 stock_capture_snapshots: Callable[..., Any] = ExportPassBase._capture_symbolic_input_snapshots
 #: torch's lazily code-generating GraphModule.
 LazyGraphModule: Any = _LazyGraphModule
+
+
+#: torch.ao's (and torchao's copy) factory of fresh-attribute-name functions, a global of its users.
+ATTRIBUTE_NAMER = "get_new_attr_name_with_prefix"
+
+
+def attribute_namer_users() -> list[Any]:
+    """The modules whose observers, scales and zero points pt2e names with `ATTRIBUTE_NAMER`:
+    torch.ao's prepare (``_insert_obs_or_fq``) and torchao's pt2e utils (``create_getattr_from_value``)."""
+    import importlib
+
+    # import_module: ``torch.ao.quantization.fx.prepare`` is also a function of that package.
+    return [importlib.import_module(name) for name in ("torch.ao.quantization.fx.prepare", "torchao.quantization.pt2e.utils")]
 
 
 def lazy_graph_modules() -> Any:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations.attribute_names import FRESH_ATTRIBUTE_NAMES
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
 from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
@@ -46,7 +47,8 @@ def accelerated_quantization() -> Iterator[None]:
     ``PassManager`` call hands them back as plain ``GraphModule``s (``deferred_recompile``), not
     after every pass: the prepared and converted modules are stock's, class, code and graph;
     a generated source is compiled once (``compiled_code``); full garbage collections skip the
-    objects that existed when the block began (``settled_heap.SETTLED_HEAP``).
+    objects that existed when the block began (``settled_heap.SETTLED_HEAP``); observers, scales
+    and zero points get their fresh names without a walk from zero (``attribute_names``).
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -54,7 +56,7 @@ def accelerated_quantization() -> Iterator[None]:
     """
     scopes = (
         HISTOGRAM_SEARCH.scope(), cheaper_replay(), DEFERRED_RECOMPILE.scope(), faketensor_cache(),
-        SETTLED_HEAP.scope(), COMPILED_CODE.scope(),
+        SETTLED_HEAP.scope(), COMPILED_CODE.scope(), FRESH_ATTRIBUTE_NAMES.scope(),
     )  # fmt: skip
     with proven_scope("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization", *scopes):
         yield
