@@ -11,7 +11,10 @@ import torch
 from torch.ao.quantization.fx.utils import get_new_attr_name_with_prefix as stock_namer
 
 from lowerkit.pass_infra.accelerations import attribute_names
-from lowerkit.pass_infra.accelerations.attribute_names import FRESH_ATTRIBUTE_NAMES, fresh_attribute_namer
+from lowerkit.pass_infra.accelerations.attribute_names import (
+    FRESH_ATTRIBUTE_NAMES,
+    fresh_attribute_namer,
+)
 
 _PREFIXES = ("activation_post_process_", "_scale_", "x.y_")
 

@@ -17,7 +17,10 @@ from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.pass_infra import cheaper_replay
 from lowerkit.pass_infra._upstream import LazyGraphModule
-from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE, export_deferring_recompiles
+from lowerkit.pass_infra.accelerations.deferred_recompile import (
+    DEFERRED_RECOMPILE,
+    export_deferring_recompiles,
+)
 
 
 class _Model(torch.nn.Module):

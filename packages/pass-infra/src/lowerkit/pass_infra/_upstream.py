@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, KeysView
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,6 +100,7 @@ __all__ = [
     "new_namespace",
     "outside_fake_mode",
     "overrides_set_current_node",
+    "own_attribute_names",
     "partitioner_dependency_viewer",
     "plain_py_impl",
     "preservable_cia",
@@ -178,6 +179,11 @@ def attribute_namer_users() -> list[Any]:
 
     # import_module: ``torch.ao.quantization.fx.prepare`` is also a function of that package.
     return [importlib.import_module(name) for name in ("torch.ao.quantization.fx.prepare", "torchao.quantization.pt2e.utils")]
+
+
+def own_attribute_names(module: torch.nn.Module) -> tuple[KeysView[str], KeysView[str]]:
+    """Live views of the names `module` holds as submodules and as buffers (its own dicts)."""
+    return module._modules.keys(), module._buffers.keys()
 
 
 def lazy_graph_modules() -> Any:

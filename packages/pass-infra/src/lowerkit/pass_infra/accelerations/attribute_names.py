@@ -36,11 +36,13 @@ class _Taken:
         self.buffers: set[str] = set()
 
     def still_there(self, module: torch.nn.Module) -> bool:
-        return module._modules.keys() >= self.submodules and module._buffers.keys() >= self.buffers
+        submodules, buffers = _upstream.own_attribute_names(module)
+        return submodules >= self.submodules and buffers >= self.buffers
 
     def add(self, module: torch.nn.Module, name: str) -> bool:
         """Remember `name` (the next one) if `module` holds it as a submodule or buffer."""
-        kind = self.submodules if name in module._modules else self.buffers if name in module._buffers else None
+        submodules, buffers = _upstream.own_attribute_names(module)
+        kind = self.submodules if name in submodules else self.buffers if name in buffers else None
         if kind is None:
             return False
         kind.add(name)
