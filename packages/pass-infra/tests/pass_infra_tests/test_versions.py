@@ -50,3 +50,18 @@ def test_unproven_versions_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> Non
         assert replay_state_snapshot() != before
     assert replay_state_snapshot() == before
     assert PassPipeline([]).run is not None
+
+
+@pytest.mark.usefixtures("bumped")
+def test_unproven_versions_export_with_torchs_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from lowerkit.pass_infra import _upstream, export_deferring_recompiles
+
+    def lazy_switch() -> None:
+        raise AssertionError("the lazy-module switch was used on an unproven torch")
+
+    monkeypatch.setattr(_upstream, "lazy_graph_modules", lazy_switch)
+    with pytest.warns(UnprovenVersionWarning, match="export_deferring_recompiles"):
+        program = export_deferring_recompiles(torch.nn.Linear(3, 2), (torch.randn(1, 3),))
+    assert "linear" in program.graph_module.code

@@ -34,6 +34,7 @@ from torch.fx.passes.infra.pass_manager import PassManager
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra._upstream import LazyGraphModule
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 
 __all__ = ["DEFERRED_RECOMPILE", "export_deferring_recompiles", "plain_graph_module"]
 
@@ -72,7 +73,9 @@ def _make_plain(module: GraphModule, lazy_before: set[int]) -> None:
 
 def export_deferring_recompiles(model: torch.nn.Module, args: tuple[Any, ...], **kwargs: Any) -> ExportedProgram:
     """``torch.export.export(model, args, **kwargs)``: the same program, without generating the
-    code of the modules export traces and edits on the way."""
+    code of the modules export traces and edits on the way (torch's own export on unproven versions)."""
+    if not proven("lowerkit-pass-infra", PROVEN_ON, "export_deferring_recompiles"):
+        return torch.export.export(model, args, **kwargs)
     lazy_before = _lazily_made_in(model)
     with _upstream.lazy_graph_modules():
         program = torch.export.export(model, args, **kwargs)
