@@ -76,6 +76,9 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.fx.graph_module:_exec_with_source": ("3a1510761d07726e", "pass-infra compiled_code._exec_with_source"),
     "torch.fx.graph_module:_EvalCacheLoader.cache": ("60fca99748e8abec", "pass-infra compiled_code (each compile's file name is the loader's key)"),
     "torch.fx.graph_module:_method_from_src": ("b832e6102b1d8987", "pass-infra _upstream.fx_graph_module_module (_exec_with_source looked up per call)"),
+    "torch.ao.quantization.fx.utils:get_new_attr_name_with_prefix": ("1b607f727ed24eca", "pass-infra attribute_names.fresh_attribute_namer (FRESH_ATTRIBUTE_NAMES)"),
+    "torchao.quantization.pt2e.utils:get_new_attr_name_with_prefix": ("1b607f727ed24eca", "pass-infra attribute_names.fresh_attribute_namer (FRESH_ATTRIBUTE_NAMES)"),
+    "torch.fx._lazy_graph_module:_use_lazy_graph_module": ("760f4a1ab780b360", "pass-infra deferred_recompile.export_deferring_recompiles (_upstream.lazy_graph_modules)"),
 }
 
 
