@@ -129,19 +129,25 @@ def _public_flow(
     partitioner: Callable[[], Any], quantization_scope: Callable[[], Any], lowering_scope: Callable[[], Any],
 ) -> Lowered:
     """Export → (`prepare` given: prepare, calibrate, ``convert_pt2e``, re-export) →
-    ``to_edge_transform_and_lower`` with ``partitioner()`` (made after quantization) → ``to_executorch``."""
+    ``to_edge_transform_and_lower`` with ``partitioner()`` (made after quantization) → ``to_executorch``.
+
+    As the READMEs show the drop-in: the quantization block (export, quantize, re-export) inside
+    ``quantization_scope()``, the lowering inside ``lowering_scope()``; without quantization the
+    export is inside ``lowering_scope()`` too.
+    """
     from executorch.exir import to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
-    with clock("export"):
-        program = torch.export.export(module, inputs)
-    if prepare is not None:
-        with clock("quantize"), quantization_scope():
-            prepared = prepare(program)
-            _calibrate(prepared, calibration)
-            converted = convert_pt2e(prepared)
-        with clock("re-export"):
-            program = torch.export.export(converted, inputs)
+    with quantization_scope() if prepare is not None else lowering_scope():
+        with clock("export"):
+            program = torch.export.export(module, inputs)
+        if prepare is not None:
+            with clock("quantize"):
+                prepared = prepare(program)
+                _calibrate(prepared, calibration)
+                converted = convert_pt2e(prepared)
+            with clock("re-export"):
+                program = torch.export.export(converted, inputs)
     with lowering_scope():
         with clock("to_edge_transform_and_lower"):
             edge = to_edge_transform_and_lower(program, partitioner=[partitioner()])

@@ -1,11 +1,13 @@
 """deferred_recompile: replayed modules inside a PassManager call compile once and come back as stock's;
-export_deferring_recompiles gives torch.export.export's program."""
+export_deferring_recompiles gives torch.export.export's program, and is torch.export.export inside
+accelerated_lowering() / accelerated_quantization() (DEFERRED_EXPORT)."""
 
 from __future__ import annotations
 
 import copy
 import operator
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,9 +17,10 @@ from torch.fx import GraphModule, symbolic_trace
 from torch.fx.passes.infra.pass_base import PassResult
 from torch.fx.passes.infra.pass_manager import PassManager
 
-from lowerkit.pass_infra import cheaper_replay
+from lowerkit.pass_infra import accelerated_lowering, accelerated_quantization, cheaper_replay
 from lowerkit.pass_infra._upstream import LazyGraphModule
 from lowerkit.pass_infra.accelerations.deferred_recompile import (
+    DEFERRED_EXPORT,
     DEFERRED_RECOMPILE,
     export_deferring_recompiles,
 )
@@ -184,3 +187,22 @@ def test_export_deferring_recompiles_gives_torchs_program(name: str, monkeypatch
     assert _program_text(ours) == _program_text(stock)
     assert not any(isinstance(m, LazyGraphModule) for m in ours.graph_module.modules())
     assert torch.equal(ours.module()(*args)[0], stock.module()(*args)[0])
+
+
+@pytest.mark.parametrize("scope", [accelerated_lowering, accelerated_quantization])
+def test_scopes_make_torchs_export_the_deferring_one(
+    scope: Callable[[], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stock_export = torch.export.export
+    model, args = _Attention().eval(), (torch.randn(1, 5, 16),)
+    torch.export.export(model, args)  # the first export of a process records more metadata
+    compiles = _RealCompiles(monkeypatch)
+    stock = torch.export.export(model, args)
+    stock_count, compiles.count = compiles.count, 0
+    with scope():
+        assert DEFERRED_EXPORT.active()
+        ours = torch.export.export(model, args)  # a user's own call, looked up as the attribute
+        ours_count = compiles.count
+    assert ours_count < stock_count, (ours_count, stock_count)
+    assert _program_text(ours) == _program_text(stock)
+    assert torch.export.export is stock_export  # restored when the scope closes

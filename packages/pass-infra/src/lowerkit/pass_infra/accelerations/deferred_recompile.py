@@ -20,6 +20,9 @@ recompiles its traced module after each of its own passes (placeholder naming, t
 autocast higher-order-op passes, runtime assertions), ~0.9 s of DeiT-tiny's 5 s re-export. Under
 torch's lazy-graph-module switch those only mark the code stale; the program's graph module is
 built plain, as stock builds it, and nested graph modules made lazily come back plain.
+`DEFERRED_EXPORT` makes a user's own ``torch.export.export`` calls inside ``accelerated_lowering()``
+/ ``accelerated_quantization()`` this export (the attribute: a name bound by
+``from torch.export import export`` before the scope stays torch's).
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from lowerkit.pass_infra._upstream import LazyGraphModule
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 
-__all__ = ["DEFERRED_RECOMPILE", "export_deferring_recompiles", "plain_graph_module"]
+__all__ = ["DEFERRED_EXPORT", "DEFERRED_RECOMPILE", "export_deferring_recompiles", "plain_graph_module"]
 
 _STOCK_CALL = PassManager.__call__
+#: torch's export, as imported (inside a `DEFERRED_EXPORT` scope the attribute is this module's).
+_STOCK_EXPORT = torch.export.export
 
 
 def _per_instance(cls: type) -> bool:
@@ -75,10 +80,10 @@ def export_deferring_recompiles(model: torch.nn.Module, args: tuple[Any, ...], *
     """``torch.export.export(model, args, **kwargs)``: the same program, without generating the
     code of the modules export traces and edits on the way (torch's own export on unproven versions)."""
     if not proven("lowerkit-pass-infra", PROVEN_ON, "export_deferring_recompiles"):
-        return torch.export.export(model, args, **kwargs)
+        return _STOCK_EXPORT(model, args, **kwargs)
     lazy_before = _lazily_made_in(model)
     with _upstream.lazy_graph_modules():
-        program = torch.export.export(model, args, **kwargs)
+        program = _STOCK_EXPORT(model, args, **kwargs)
     _make_plain(program.graph_module, lazy_before)
     return program
 
@@ -97,4 +102,12 @@ def call_with_deferred_recompile(self: PassManager, module: Any) -> Any:
 DEFERRED_RECOMPILE = Patch(
     "lowerkit.pass_infra.accelerations.deferred_recompile",
     lambda: [Replacement(PassManager, "__call__", call_with_deferred_recompile)],
+)
+
+
+#: ``torch.export.export`` is `export_deferring_recompiles` (held by ``accelerated_lowering()`` and
+#: ``accelerated_quantization()``, so the exports of a script inside them are faster too).
+DEFERRED_EXPORT = Patch(
+    "lowerkit.pass_infra.accelerations.deferred_export",
+    lambda: [Replacement(torch.export, "export", export_deferring_recompiles)],
 )

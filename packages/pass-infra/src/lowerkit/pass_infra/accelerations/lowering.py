@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_EXPORT
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
 from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
@@ -45,7 +46,9 @@ def accelerated_lowering() -> Iterator[None]:
       lie downstream of which as bitsets, making a node's set when it is read
       (``partition_reachability``), instead of every node's set up front;
     - torch.fx compiles each distinct generated source once (``compiled_code``): a graph
-      recompiled unchanged reuses the code object.
+      recompiled unchanged reuses the code object;
+    - ``torch.export.export`` is ``export_deferring_recompiles`` (``DEFERRED_EXPORT``): the same
+      program, without generating the code of the modules export edits on the way.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -53,7 +56,7 @@ def accelerated_lowering() -> Iterator[None]:
     """
     patches = (
         PATTERN_SKIP, CIA_SCAN, RETRACE_SKIP, SHARED_PROVENANCE, SETTLED_HEAP, VERIFIED_GRAPHS,
-        PARTITION_REACHABILITY, COMPILED_CODE,
+        PARTITION_REACHABILITY, COMPILED_CODE, DEFERRED_EXPORT,
     )  # fmt: skip
     scopes = (cheaper_replay(), faketensor_cache(), *(patch.scope() for patch in patches))
     with proven_scope("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering", *scopes):

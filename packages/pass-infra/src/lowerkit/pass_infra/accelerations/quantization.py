@@ -9,7 +9,7 @@ from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.attribute_names import FRESH_ATTRIBUTE_NAMES
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
-from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_EXPORT, DEFERRED_RECOMPILE
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
 from lowerkit.pass_infra.accelerations.histogram_search import non_linear_param_search
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
@@ -48,7 +48,9 @@ def accelerated_quantization() -> Iterator[None]:
     after every pass: the prepared and converted modules are stock's, class, code and graph;
     a generated source is compiled once (``compiled_code``); full garbage collections skip the
     objects that existed when the block began (``settled_heap.SETTLED_HEAP``); observers, scales
-    and zero points get their fresh names without a walk from zero (``attribute_names``).
+    and zero points get their fresh names without a walk from zero (``attribute_names``);
+    ``torch.export.export`` (the export before ``prepare_pt2e``, the re-export after
+    ``convert_pt2e``) is ``export_deferring_recompiles``: the same program.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -56,7 +58,7 @@ def accelerated_quantization() -> Iterator[None]:
     """
     scopes = (
         HISTOGRAM_SEARCH.scope(), cheaper_replay(), DEFERRED_RECOMPILE.scope(), faketensor_cache(),
-        SETTLED_HEAP.scope(), COMPILED_CODE.scope(), FRESH_ATTRIBUTE_NAMES.scope(),
+        SETTLED_HEAP.scope(), COMPILED_CODE.scope(), FRESH_ATTRIBUTE_NAMES.scope(), DEFERRED_EXPORT.scope(),
     )  # fmt: skip
     with proven_scope("lowerkit-pass-infra", QUANTIZATION_PROVEN_ON, "accelerated_quantization", *scopes):
         yield
