@@ -133,15 +133,15 @@ def _public_flow(
 
     As the READMEs show the drop-in: the quantization block (export, quantize, re-export) inside
     ``quantization_scope()``, the lowering inside ``lowering_scope()``; without quantization the
-    export is inside ``lowering_scope()`` too.
+    export is the first thing inside ``lowering_scope()``. Each scope is entered once.
     """
     from executorch.exir import to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
-    with quantization_scope() if prepare is not None else lowering_scope():
-        with clock("export"):
-            program = torch.export.export(module, inputs)
-        if prepare is not None:
+    if prepare is not None:
+        with quantization_scope():
+            with clock("export"):
+                program = torch.export.export(module, inputs)
             with clock("quantize"):
                 prepared = prepare(program)
                 _calibrate(prepared, calibration)
@@ -149,6 +149,9 @@ def _public_flow(
             with clock("re-export"):
                 program = torch.export.export(converted, inputs)
     with lowering_scope():
+        if prepare is None:
+            with clock("export"):
+                program = torch.export.export(module, inputs)
         with clock("to_edge_transform_and_lower"):
             edge = to_edge_transform_and_lower(program, partitioner=[partitioner()])
         payloads = _delegate_payloads(edge)

@@ -6,9 +6,10 @@ nodes re-traced (~1.5-2 s each) to turn 19 reshapes into views, then 9 conv2d in
 
 `decompose_locally` gives the re-trace's program another way. The nodes a trace may record
 differently (`retrace_skip.retrace_plan` lists them: the table's ops, CompositeImplicitAutograd
-ops, views, calls whose nested graph a trace inlines) go through torch's own
-``run_decompositions`` as a small program holding only them (their inputs as its user inputs,
-the nested graphs as its own), and its nodes are spliced back in their place. Everything else
+ops, calls whose operator is not the one their last trace recorded, calls whose nested graph a
+trace inlines) go through torch's own ``run_decompositions`` as a small program holding only
+them (their inputs as its user inputs, the nested graphs as its own), and its nodes are spliced
+back in their place. Everything else
 gets what the whole re-trace would record:
 
 - node names: the trace names call nodes by operator (``view``, ``view_1``, ...) in graph order,

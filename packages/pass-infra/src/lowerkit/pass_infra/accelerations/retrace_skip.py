@@ -13,7 +13,7 @@ one per output of an operator, input or buffer mutation, symbolic shape or effec
 nested graph but the bodies of calls a trace inlines (``@torch.no_grad()`` methods export to
 ``wrap_with_set_grad_enabled``), every other call an operator. It lists
 the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
-it does not keep (it keeps the functional ones the table does not name), views, and nodes
+it does not keep (it keeps the functional ones the table does not name), and nodes
 whose operator is not the one their last trace recorded (ExecuTorch swaps kept ops for
 ``EDGE_DO_NOT_DECOMP`` ones in place, and tracing those annotates their metadata), and the
 inlined calls with their nested graphs.
@@ -198,16 +198,12 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
 
 def _decomposes_by_itself(op: Any, node: Node) -> bool:
     """Whether a trace may record something else for `op` that the table does not decompose: a
-    CompositeImplicitAutograd op ``run_decompositions`` does not keep, or a view that no trace
-    recorded as it is (functionalization records a traced view as that view again)."""
+    CompositeImplicitAutograd op ``run_decompositions`` does not keep, or a view whose operator is
+    not the one its last trace recorded. Functionalization records a view as that view again,
+    whether a trace recorded it already or ``torch.export`` just did (its training IR)."""
     if not _upstream.decomposes_by_itself(op) or _upstream.preservable_cia(op):
         return False
-    return _upstream.has_cia_kernel(op) or node.target is not op or not _traced_as_itself(node)
-
-
-def _traced_as_itself(node: Node) -> bool:
-    """Whether `node`'s last trace recorded its very operator (``original_aten``, by name)."""
-    return node.meta.get("original_aten") is not None and not _retargeted(node)
+    return _upstream.has_cia_kernel(op) or node.target is not op or _retargeted(node)
 
 
 def _retargeted(node: Node) -> bool:
