@@ -171,6 +171,22 @@ class _MutatesAView(torch.nn.Module):
         return flat, torch.relu_(y)
 
 
+class _ViewsAnInPlaceResult(torch.nn.Module):
+    """ConvNeXt's block end: ``x += shortcut`` (add_ on an intermediate), then LayerNorm2d's
+    permute of the result. A trace records that view again where a non-view first reads it, with
+    that reader's provenance, which a local decomposition does not reproduce."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1)
+        self.norm = torch.nn.LayerNorm(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x) * 2.0
+        y += x
+        return self.norm(y.permute(0, 2, 3, 1))
+
+
 class _Casts(torch.nn.Module):
     """Hugging Face attention's casts: ``softmax(..., dtype=float32).to(query.dtype)``,
     ``.to(dtype)`` and ``type_as``. Export puts an ``_assert_tensor_metadata`` (no value, no
@@ -192,6 +208,7 @@ _SMALL: dict[str, type[torch.nn.Module]] = {
     "max_pool": _MaxPool,
     "chunks": _Chunks,
     "mutates_a_view": _MutatesAView,
+    "views_an_in_place_result": _ViewsAnInPlaceResult,
     "casts": _Casts,
 }
 
@@ -234,6 +251,13 @@ def test_calls_that_return_nothing_stay_local_and_give_what_the_retrace_gives() 
 def test_mutating_a_viewed_tensor_takes_the_stock_retrace() -> None:
     _assert_takes_the_stock_retrace(
         _exported("mutates_a_view"), "aten.relu_.default mutates conv2d, of which view is a view"
+    )
+
+
+def test_a_view_of_an_in_place_results_takes_the_stock_retrace() -> None:
+    _assert_takes_the_stock_retrace(
+        _exported("views_an_in_place_result"),
+        "aten.add_.Tensor's result add_ has a view (permute), which a trace records where it is read",
     )
 
 

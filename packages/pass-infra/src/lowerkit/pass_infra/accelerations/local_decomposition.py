@@ -171,7 +171,7 @@ def decompose_locally(
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
     if decomposing:
-        small, outside = _small_program(program, decomposing)
+        small, outside, slots = _small_program(program, decomposing)
         decomposed = _upstream.STOCK_RUN_DECOMPOSITIONS(small, decomp_table)
         if decomposed.graph_signature.user_inputs_to_mutate:
             return _refuse(f"an in-place op mutates {', '.join(decomposed.graph_signature.user_inputs_to_mutate.values())}")
@@ -179,8 +179,9 @@ def decompose_locally(
             return _refuse("the re-trace kept a nested graph")
         by_name = {node.name: node for node in result.graph.nodes}
         spliced, replaced = _splice(
-            result.graph, decomposed, [by_name[n.name] for n in outside], [by_name[n.name] for n in decomposing]
-        )
+            result.graph, decomposed, [by_name[n.name] for n in outside],
+            [(by_name[call.name], index) for call, index in slots],
+        )  # fmt: skip
         _drop_inlined_bodies(result.graph_module, bodies)
     _getitems_after_their_producers(result.graph)
     dropped = _dead_code(result.graph)
@@ -202,9 +203,16 @@ def decompose_locally(
     return result
 
 
-def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[ExportedProgram, list[Node]]:
-    """The decomposing nodes alone, their outside inputs as user inputs, every one an output
-    (a multi-output node through its getitems, which `decomposing` holds too)."""
+def _small_program(
+    program: ExportedProgram, decomposing: list[Node]
+) -> tuple[ExportedProgram, list[Node], list[tuple[Node, int | None]]]:
+    """The decomposing nodes alone, their outside inputs as user inputs; (it, those inputs, what
+    each of its outputs stands for).
+
+    Every decomposing node is an output: a node as ``(node, None)``, a multi-output node as
+    ``(node, index)`` for each of its outputs, used or not (a trace decomposes the whole call and
+    names every node of it before dropping the dead ones; `decomposing` holds its getitems too).
+    """
     graph = Graph()
     root = torch.nn.Module()
     env: dict[Node, Node] = {}
@@ -224,43 +232,71 @@ def _small_program(program: ExportedProgram, decomposing: list[Node]) -> tuple[E
     for node in decomposing:
         env[node] = graph.node_copy(node, lambda arg: env[arg])
     _functionalize(graph)
-    outputs = [env[node] for node in decomposing if not is_multi_output(node)]
+    outputs: list[Node] = []
+    slots: list[tuple[Node, int | None]] = []
+    for node in decomposing:
+        if is_output_getitem(node) and node.args[0] in inside:
+            continue  # its producer's slot
+        if not is_multi_output(node):
+            outputs.append(env[node])
+            slots.append((node, None))
+            continue
+        getitems = output_getitems(node)
+        for index in range(len(node.meta["val"])):
+            if index in getitems:
+                outputs.append(env[getitems[index]])
+            else:
+                with graph.inserting_after(env[node]):
+                    outputs.append(graph.call_function(operator.getitem, (env[node], index)))
+                outputs[-1].meta["val"] = node.meta["val"][index]
+            slots.append((node, index))
     graph.output(tuple(outputs))
     module = GraphModule(root, graph)
     inputs = [env[arg] for arg in outside]
-    return _upstream.user_io_program(module, inputs, outputs, program.verifiers), outside
+    return _upstream.user_io_program(module, inputs, outputs, program.verifiers), outside, slots
 
 
 def _splice(
-    graph: Graph, decomposed: ExportedProgram, outside: list[Node], targets: list[Node]
+    graph: Graph, decomposed: ExportedProgram, outside: list[Node], slots: list[tuple[Node, int | None]]
 ) -> tuple[set[Node], dict[str, Node]]:
-    """Put `decomposed`'s nodes in place of `targets`: (the nodes put in, old name -> what replaced it).
+    """Put `decomposed`'s nodes in place of the calls `slots` name: (the nodes put in, old name ->
+    what replaced it).
 
-    `decomposed`'s placeholders stand for `outside` and its outputs for `targets` (a multi-output
-    target aside: its getitems are targets), in order. Its nodes go in its own order, each before
-    the first target that needs it; a call that returns nothing (an inlined graph's
-    ``_assert_tensor_metadata``, which the trace keeps) goes right after the call it follows.
+    `decomposed`'s placeholders stand for `outside` and its outputs for `slots` (`_small_program`'s,
+    whose nodes are `graph`'s). A call's nodes go where the call was, as a trace records them: in
+    `decomposed`'s order, all of a multi-output call's before its getitems are replaced (its
+    unused outputs' nodes too, left for the dead-code elimination to drop after naming); a node
+    needed by an earlier call goes with that call; a call that returns nothing (an inlined
+    graph's ``_assert_tensor_metadata``, which the trace keeps) right after the call it follows.
     """
     sources = [node for node in decomposed.graph.nodes if node.op == "placeholder"]
     env: dict[Node, Node] = dict(zip(sources, outside, strict=True))
     results = next(node for node in decomposed.graph.nodes if node.op == "output").args[0]
     pending = [node for node in decomposed.graph.nodes if node.op == "call_function"]
     followers = _side_effect_followers(pending)
+    by_call: dict[Node, list[tuple[int | None, Node]]] = {}
+    for (call, index), result in zip(slots, results, strict=True):
+        by_call.setdefault(call, []).append((index, result))
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
-    for target, result in zip([t for t in targets if not is_multi_output(t)], results, strict=True):
-        needed = _ancestors(result, followers)
-        with graph.inserting_before(target):
+    for call, call_results in by_call.items():
+        needed = set().union(*(_ancestors(result, followers) for _, result in call_results))
+        with graph.inserting_before(call):
             for node in [n for n in pending if n in needed]:
                 copied = graph.node_copy(node, lambda arg: env[arg])
                 copied.meta = dict(node.meta)
                 env[node] = copied
                 spliced.add(copied)
                 pending.remove(node)
-        target.replace_all_uses_with(env[result])
-        replaced[target.name] = env[result]
-    for target in reversed(targets):
-        graph.erase_node(target)
+        getitems = output_getitems(call) if is_multi_output(call) else {}
+        for index, result in call_results:
+            target = call if index is None else getitems.get(index)
+            if target is not None:
+                target.replace_all_uses_with(env[result])
+                replaced[target.name] = env[result]
+        for getitem in getitems.values():
+            graph.erase_node(getitem)
+        graph.erase_node(call)
     return spliced, replaced
 
 

@@ -8,7 +8,7 @@ nodes) to change a few nodes: 19 reshapes become views, then 9 conv2d become con
 nothing.
 
 `retrace_plan` says which programs may do without: no mutating op but in-place ones on an
-intermediate that nothing else reads afterwards (not a view, none of its views), no getitem but
+intermediate that nothing else reads afterwards (not a view, no view of it before or after), no getitem but
 one per output of an operator, input or buffer mutation, symbolic shape or effect token, no
 nested graph but the bodies of calls a trace inlines (``@torch.no_grad()`` methods export to
 ``wrap_with_set_grad_enabled``), every other call an operator. It lists
@@ -165,8 +165,8 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
 
     Functionalization records the out-of-place operator and re-points every later reader of the
     mutated tensor at its result. That is the call's own users, only if the mutated tensor is an
-    intermediate (not an input), not a view of another tensor, has no view, and no other reader
-    after the call.
+    intermediate (not an input), not a view of another tensor, has no view (before the call or
+    after it), and no other reader after the call.
     """
     target = node.target
     assert isinstance(target, _upstream.OpOverload)
@@ -193,7 +193,23 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
             return f"{target} mutates {mutated.name}, which {user.name} reads afterwards"
         if isinstance(user.target, _upstream.OpOverload) and _upstream.returns_alias(user.target):
             return f"{target} mutates {mutated.name}, of which {user.name} is a view"
+    for user in node.users:
+        # A view of the mutated tensor taken after the call: a trace records it again where a
+        # non-view first reads it, with that reader's provenance and a later name (ConvNeXt's
+        # ``x += shortcut`` then LayerNorm2d's permute).
+        if _is_view(user):
+            return f"{target}'s result {node.name} has a view ({user.name}), which a trace records where it is read"
     return None
+
+
+def _is_view(node: Node) -> bool:
+    """Whether `node` calls an operator whose result aliases its input without mutating it (a view)."""
+    target = node.target
+    return (
+        isinstance(target, _upstream.OpOverload)
+        and _upstream.returns_alias(target)
+        and not _upstream.is_mutating(target)
+    )
 
 
 def _decomposes_by_itself(op: Any, node: Node) -> bool:
