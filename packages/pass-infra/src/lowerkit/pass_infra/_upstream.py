@@ -78,6 +78,7 @@ __all__ = [
     "exported_program_module",
     "extract_symbolic_snapshot",
     "fake_cache",
+    "fake_mode_of",
     "fake_cache_module",
     "fake_state_snapshot",
     "functional_variant",
@@ -843,6 +844,12 @@ def set_module_call_graph(program: torch.export.ExportedProgram, call_graph: Any
 def current_seq_nr() -> int:
     """The ``seq_nr`` proxy_tensor's tracer gives a forward node now (``torch.fx.proxy._get_seq_nr``)."""
     return int(torch.autograd._get_sequence_nr()) - 1
+
+
+def fake_mode_of(values: list[Any]) -> Any:
+    """The one FakeTensorMode of the FakeTensors in `values` (nested), or None (none, or several)."""
+    modes = {id(v.fake_mode): v.fake_mode for v in pytree.tree_leaves(values) if isinstance(v, FakeTensor)}
+    return next(iter(modes.values())) if len(modes) == 1 else None
 
 
 def tensor_metadata(value: Any) -> Any:

@@ -183,6 +183,9 @@ def decompose_locally(
             [(by_name[call.name], index) for call, index in slots],
         )  # fmt: skip
         _drop_inlined_bodies(result.graph_module, bodies)
+        blocker = _propagate_values(result.graph, spliced, set(replaced.values()))
+        if blocker is not None:
+            return _refuse(blocker)
     _getitems_after_their_producers(result.graph)
     dropped = _dead_code(result.graph)
     if isinstance(dropped, str):
@@ -292,12 +295,56 @@ def _splice(
         for index, result in call_results:
             target = call if index is None else getitems.get(index)
             if target is not None:
+                if _layout(target.meta.get("val")) != _layout(env[result].meta.get("val")):
+                    env[result].meta[_NEW_LAYOUT] = True
                 target.replace_all_uses_with(env[result])
                 replaced[target.name] = env[result]
         for getitem in getitems.values():
             graph.erase_node(getitem)
         graph.erase_node(call)
     return spliced, replaced
+
+
+#: Marks a spliced node whose value is laid out otherwise than the node it replaced (see `_propagate_values`).
+_NEW_LAYOUT = "lowerkit_new_layout"
+
+
+def _layout(value: Any) -> Any:
+    """What a value's layout is to the nodes that read it: (shape, stride, storage offset, dtype) per tensor."""
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.stride(), value.storage_offset(), value.dtype)
+    if isinstance(value, (tuple, list)):
+        return tuple(_layout(item) for item in value)
+    return value
+
+
+def _propagate_values(graph: Graph, spliced: AbstractSet[Node], changed: AbstractSet[Node]) -> str | None:
+    """Give each node downstream of a value laid out anew the value a trace computes for it; or why not.
+
+    A decomposition may lay its result out otherwise than the call it replaces (SDPA's math
+    decomposition gives a transposed result where the kept op gave a contiguous one): a trace then
+    records other strides for the views and ops that read it, which ExecuTorch turns into dim
+    orders. Each such node is run again on its inputs' values, in their fake mode.
+    """
+    moved = {node for node in changed if node.meta.pop(_NEW_LAYOUT, False)}
+    if not moved:
+        return None
+    for node in graph.nodes:
+        if node.op != "call_function" or node in spliced or not any(arg in moved for arg in node.all_input_nodes):
+            continue
+        if returns_nothing(node):
+            continue
+        values = [arg.meta.get("val") for arg in node.all_input_nodes]
+        mode = _upstream.fake_mode_of(values)
+        if mode is None:
+            return f"{node.name} reads a value laid out anew, and its inputs share no fake mode"
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda arg: arg.meta["val"])
+        with mode:
+            value = node.target(*args, **kwargs)
+        if _layout(value) != _layout(node.meta.get("val")):
+            node.meta["val"] = value
+            moved.add(node)
+    return None
 
 
 def inlined_bodies(graph: Graph) -> set[str]:
