@@ -75,7 +75,7 @@ class Model:
 
 
 def _hf_configs() -> dict[str, Callable[[], Any]]:
-    from transformers import BertConfig, GPT2Config, LlamaConfig, ViTConfig
+    from transformers import BertConfig, GPT2Config, LlamaConfig, TimmWrapperConfig, ViTConfig
 
     def llama(layers: int) -> Callable[[], Any]:
         return lambda: LlamaConfig(
@@ -92,7 +92,16 @@ def _hf_configs() -> dict[str, Callable[[], Any]]:
         config.num_labels = 1000
         return config
 
+    def timm(architecture: str) -> Callable[[], Any]:
+        # As a timm/* hub folder holds it: transformers' wrapper around timm.create_model(architecture).
+        return lambda: TimmWrapperConfig(
+            architecture=architecture, num_labels=1000, architectures=["TimmWrapperForImageClassification"]
+        )
+
     return {
+        "deit_tiny_timm": timm("deit_tiny_patch16_224"),
+        "mobilevit_xxs_timm": timm("mobilevit_xxs"),
+        "efficientnet_b0_timm": timm("efficientnet_b0"),
         "bert_tiny": lambda: BertConfig(
             hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
             max_position_embeddings=512, architectures=["BertModel"],
@@ -109,6 +118,9 @@ def _hf_configs() -> dict[str, Callable[[], Any]]:
 
 
 HF_NOTES = {
+    "deit_tiny_timm": "timm deit_tiny_patch16_224 (qkv.unbind(0) + SDPA attention, 224²), a TimmWrapper folder",
+    "mobilevit_xxs_timm": "timm mobilevit_xxs (convolutions and timm attention blocks, 256²), a TimmWrapper folder",
+    "efficientnet_b0_timm": "timm efficientnet_b0 (224²), a TimmWrapper folder",
     "bert_tiny": "BERT encoder, 2 layers, dim 128, seq 32",
     "vit_tiny": "ViT, DeiT-tiny-sized (12 layers, dim 192, 224², patch 16)",
     "gpt2_2l": "GPT-2, 2 layers, dim 256, tied embeddings, seq 32",
@@ -117,7 +129,7 @@ HF_NOTES = {
     "llama_16l": "Llama, 16 layers, dim 256, tied embeddings, vocab 32000, seq 32",
 }
 #: The corpus's Hugging Face image models (the others take tokens).
-IMAGE_MODELS = ("vit_tiny",)
+IMAGE_MODELS = ("vit_tiny", "deit_tiny_timm", "mobilevit_xxs_timm", "efficientnet_b0_timm")
 #: Tokens per example input of the text models.
 SEQUENCE_LENGTH = 32
 
@@ -147,8 +159,10 @@ def hf_folder(name: str) -> Path:
         else AutoModelForImageClassification if architecture.endswith("ImageClassification")
         else AutoModel
     )  # fmt: skip
+    if config.model_type != "timm_wrapper":  # its to_dict() keeps num_classes, which for_model() drops
+        config = AutoConfig.for_model(**config.to_dict())
     with _seeded(0):
-        model = auto.from_config(AutoConfig.for_model(**config.to_dict()))
+        model = auto.from_config(config)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder.parent))
     model.save_pretrained(staging)

@@ -232,6 +232,25 @@ def test_hf_masked_lm_and_image_classifier_take_their_inputs_from_the_config(low
     assert lowered["cache"] == "miss" and out.stat().st_size == lowered["pte_bytes"]
 
 
+def test_hf_timm_folder_takes_its_input_size_from_pretrained_cfg(importable_torchvision, tmp_path):
+    """A timm/* hub folder (transformers' TimmWrapper) has no image_size: the size comes from its
+    pretrained_cfg, else timm's default for the architecture; --image-size overrides both."""
+    from transformers import TimmWrapperConfig, TimmWrapperForImageClassification
+
+    torch.manual_seed(0)
+    config = TimmWrapperConfig(architecture="mobilevit_xxs", num_labels=10, architectures=["TimmWrapperForImageClassification"])
+    TimmWrapperForImageClassification(config).save_pretrained(tmp_path / "default")
+    config.pretrained_cfg = {"input_size": [3, 96, 128]}
+    TimmWrapperForImageClassification(config).save_pretrained(tmp_path / "hub")
+    default = model_source.load(f"hf:{tmp_path / 'default'}")
+    assert [tuple(t.shape) for t in default.example_inputs] == [(1, 3, 256, 256)]  # timm's mobilevit_xxs
+    hub = model_source.load(f"hf:{tmp_path / 'hub'}")
+    assert [tuple(t.shape) for t in hub.example_inputs] == [(1, 3, 96, 128)]
+    assert module_of(hub)(*hub.example_inputs).shape == (1, 10)
+    small = model_source.load(f"hf:{tmp_path / 'hub'}", SourceOptions(image_size=64))
+    assert [tuple(t.shape) for t in small.example_inputs] == [(1, 3, 64, 64)]
+
+
 def test_hf_config_without_weights_builds_random_weights_with_a_warning(hf_models):
     (hf_models["bert"] / "model.safetensors").unlink()
     source = model_source.load(f"hf:{hf_models['bert']}")

@@ -128,7 +128,7 @@ def load(folder: Path, options: SourceOptions = DEFAULT) -> ModelSource:
             else:
                 notes.append(f"hf:{folder} holds no *.safetensors weights: built random (untrained) weights")
         model.eval()
-        inputs = _example_inputs(config, task, options, folder)
+        inputs = _example_inputs(config, task, options, folder, model)
     _check_tied(model, config, folder)
     module = Logits(model, output=output, input_name="pixel_values" if task == "image-classification" else "input_ids")
     return ModelSource(name=folder.resolve().name, example_inputs=(inputs,), module=module.eval(), notes=tuple(notes))
@@ -165,16 +165,34 @@ def _from_pretrained(auto: Any, folder: Path, config: Any, task: str, notes: lis
     return loaded
 
 
-def _example_inputs(config: Any, task: str, options: SourceOptions, folder: Path) -> torch.Tensor:
+def _image_shape(config: Any, model: torch.nn.Module) -> tuple[int, int, int] | None:
+    """(channels, height, width) the model takes: ``image_size`` (ViT, DeiT ...), else a timm
+    model's input size (``timm/*`` folders' ``pretrained_cfg``, else timm's default for the architecture)."""
+    size = getattr(config, "image_size", None)
+    if size is not None:
+        height, width = (size, size) if isinstance(size, int) else tuple(size)
+        return getattr(config, "num_channels", 3), height, width
+    timm_model = getattr(model, "timm_model", None)  # transformers' TimmWrapper
+    for pretrained in (getattr(config, "pretrained_cfg", None), getattr(timm_model, "pretrained_cfg", None)):
+        if isinstance(pretrained, dict) and len(pretrained.get("input_size") or ()) == 3:
+            channels, height, width = (int(v) for v in pretrained["input_size"])
+            return channels, height, width
+    return None
+
+
+def _example_inputs(config: Any, task: str, options: SourceOptions, folder: Path, model: torch.nn.Module) -> torch.Tensor:
     import torch
 
     generator = torch.Generator().manual_seed(SEED)
     if task == "image-classification":
         if options.sequence_length is not None:
             raise UsageError(f"hf:{folder}: --sequence-length applies to text models; this one takes images (--image-size)")
-        size = options.image_size or config.image_size
-        height, width = (size, size) if isinstance(size, int) else tuple(size)
-        channels = getattr(config, "num_channels", 3)
+        shape = _image_shape(config, model)
+        if shape is None and options.image_size is None:
+            raise UsageError(f"hf:{folder}: config.json gives no image size ({config.model_type}); pass --image-size")
+        channels, height, width = shape or (3, 0, 0)
+        if options.image_size is not None:
+            height = width = options.image_size
         return torch.randn(1, channels, height, width, generator=generator)
     if options.image_size is not None:
         raise UsageError(f"hf:{folder}: --image-size applies to image models; this one takes tokens (--sequence-length)")
