@@ -1,10 +1,13 @@
-"""lowerkit gives the same bytes as stock ExecuTorch on real models (a CNN, a transformer, an LSTM).
+"""lowerkit gives the same bytes as stock ExecuTorch on real models (a CNN, a transformer, an LSTM,
+timm's attention).
 
 The models are the benchmark corpus's (`bench.corpus`: ``tv:resnet18`` at 64x64, ``hf:bert_tiny``
-from its ``save_pretrained`` folder, ``et:lstm``), lowered here, now, by ExecuTorch's public-API
-flow and by lowerkit (`bench.realworld_flows`, the benchmark's own flows); nothing is compared
-with recorded bytes. Arm (TOSA-1.0+INT): stock vs ``lower_to_arm`` on every model: the same TOSA
-flatbuffers and ``.pte`` bytes. (The drop-in accelerators around ExecuTorch's public flow are
+from its ``save_pretrained`` folder, ``et:lstm``, timm's DeiT-tiny with two blocks from its
+TimmWrapper folder), lowered here, now, by ExecuTorch's public-API flow and by lowerkit
+(`bench.realworld_flows`, the benchmark's own flows); nothing is compared with recorded bytes.
+Arm (TOSA-1.0+INT): stock vs ``lower_to_arm`` on every model, and vs the drop-in scopes on
+DeiT (whose ``qkv.unbind(0)`` lost stock's bytes once, unseen by the HF models' eager
+attention): the same TOSA flatbuffers and ``.pte`` bytes. (The drop-in accelerators around ExecuTorch's public flow are
 compared with stock on a transformer in tests/arm/test_transformer_sameness.py, on a Llama-2l
 decoder (TOSA-1.0+FP, a nested graph) here, and on every case by the benchmark.) Core ML (fp16, int8): stock runs in
 its own process (``real_models.coreml_stock``: the two Core ML backends cannot share one);
@@ -30,7 +33,7 @@ from real_models.coreml_stock import canonical_files
 MODELS = list(CI_MODELS)
 ARM_TARGET = "TOSA-1.0+INT"
 #: (model, lowerkit side) pairs compared with stock on Arm.
-ARM_CASES = [(m, "api") for m in MODELS]
+ARM_CASES = [(m, "api") for m in MODELS] + [("hf:deit_2l_timm", "dropin")]
 #: Core ML cases: fp16 on every model, static int8 on the CNN.
 COREML_CASES = [(m, "coreml-fp16") for m in MODELS] + [("tv:resnet18", "coreml-int8")]
 

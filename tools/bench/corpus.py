@@ -92,16 +92,23 @@ def _hf_configs() -> dict[str, Callable[[], Any]]:
         config.num_labels = 1000
         return config
 
-    def timm(architecture: str) -> Callable[[], Any]:
+    def timm(architecture: str, **model_args: Any) -> Callable[[], Any]:
         # As a timm/* hub folder holds it: transformers' wrapper around timm.create_model(architecture).
-        return lambda: TimmWrapperConfig(
-            architecture=architecture, num_labels=1000, architectures=["TimmWrapperForImageClassification"]
-        )
+        def config() -> Any:
+            made = TimmWrapperConfig(
+                architecture=architecture, model_args=model_args or None,
+                architectures=["TimmWrapperForImageClassification"],
+            )  # fmt: skip
+            made.num_labels = 1000
+            return made
+
+        return config
 
     return {
         "deit_tiny_timm": timm("deit_tiny_patch16_224"),
         "mobilevit_xxs_timm": timm("mobilevit_xxs"),
         "efficientnet_b0_timm": timm("efficientnet_b0"),
+        "deit_2l_timm": timm("deit_tiny_patch16_224", depth=2),
         "bert_tiny": lambda: BertConfig(
             hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
             max_position_embeddings=512, architectures=["BertModel"],
@@ -121,6 +128,7 @@ HF_NOTES = {
     "deit_tiny_timm": "timm deit_tiny_patch16_224 (qkv.unbind(0) + SDPA attention, 224²), a TimmWrapper folder",
     "mobilevit_xxs_timm": "timm mobilevit_xxs (convolutions and timm attention blocks, 256²), a TimmWrapper folder",
     "efficientnet_b0_timm": "timm efficientnet_b0 (224²), a TimmWrapper folder",
+    "deit_2l_timm": "timm deit_tiny_patch16_224 with 2 blocks (model_args depth=2): the CI-sized DeiT",
     "bert_tiny": "BERT encoder, 2 layers, dim 128, seq 32",
     "vit_tiny": "ViT, DeiT-tiny-sized (12 layers, dim 192, 224², patch 16)",
     "gpt2_2l": "GPT-2, 2 layers, dim 256, tied embeddings, seq 32",
@@ -129,7 +137,7 @@ HF_NOTES = {
     "llama_16l": "Llama, 16 layers, dim 256, tied embeddings, vocab 32000, seq 32",
 }
 #: The corpus's Hugging Face image models (the others take tokens).
-IMAGE_MODELS = ("vit_tiny", "deit_tiny_timm", "mobilevit_xxs_timm", "efficientnet_b0_timm")
+IMAGE_MODELS = ("vit_tiny", "deit_tiny_timm", "mobilevit_xxs_timm", "efficientnet_b0_timm", "deit_2l_timm")
 #: Tokens per example input of the text models.
 SEQUENCE_LENGTH = 32
 

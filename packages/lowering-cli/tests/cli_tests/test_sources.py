@@ -238,7 +238,8 @@ def test_hf_timm_folder_takes_its_input_size_from_pretrained_cfg(importable_torc
     from transformers import TimmWrapperConfig, TimmWrapperForImageClassification
 
     torch.manual_seed(0)
-    config = TimmWrapperConfig(architecture="mobilevit_xxs", num_labels=10, architectures=["TimmWrapperForImageClassification"])
+    config = TimmWrapperConfig(architecture="mobilevit_xxs", architectures=["TimmWrapperForImageClassification"])
+    config.num_labels = 10
     TimmWrapperForImageClassification(config).save_pretrained(tmp_path / "default")
     config.pretrained_cfg = {"input_size": [3, 96, 128]}
     TimmWrapperForImageClassification(config).save_pretrained(tmp_path / "hub")

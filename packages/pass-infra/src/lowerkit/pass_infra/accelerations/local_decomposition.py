@@ -324,13 +324,19 @@ def _propagate_values(graph: Graph, spliced: AbstractSet[Node], changed: Abstrac
     A decomposition may lay its result out otherwise than the call it replaces (SDPA's math
     decomposition gives a transposed result where the kept op gave a contiguous one): a trace then
     records other strides for the views and ops that read it, which ExecuTorch turns into dim
-    orders. Each such node is run again on its inputs' values, in their fake mode.
+    orders. Each such node is run again on its inputs' values, in their fake mode. A re-traced
+    node reading one of those was traced on the old value: then the stock re-trace runs.
     """
     moved = {node for node in changed if node.meta.pop(_NEW_LAYOUT, False)}
     if not moved:
         return None
     for node in graph.nodes:
-        if node.op != "call_function" or node in spliced or not any(arg in moved for arg in node.all_input_nodes):
+        if node.op != "call_function" or not any(arg in moved for arg in node.all_input_nodes):
+            continue
+        if node in spliced:
+            read = next((arg for arg in node.all_input_nodes if arg in moved and arg not in spliced), None)
+            if read is not None:
+                return f"{node.name} was re-traced on {read.name}'s value before a decomposition laid it out anew"
             continue
         if returns_nothing(node):
             continue
