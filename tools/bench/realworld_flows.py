@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -304,8 +305,43 @@ def lower(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: s
 # --- The canonical Core ML payload ------------------------------------------------------------------------
 
 
-def _canonical_spec(data: bytes) -> bytes:
+#: A quoted string of protobuf's text format (escapes included).
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _generated_names(spec: Any) -> dict[str, str]:
+    """Each ML Program value name, bar the functions' inputs and outputs, to ``%k`` in definition order.
+
+    coremltools numbers the ops its passes create (``transpose_0`` ...) from one process-wide
+    counter, and ``reduce_transposes`` visits them in set (memory-address) order: one program
+    converted twice names them differently when the process's allocations differ. Stock
+    ExecuTorch does that by itself: timm's EdgeNeXt to Core ML fp16 names two transposes the
+    other way round after an unrelated allocation before the lowering. Values are named by
+    where they are defined, so two programs differing only in those names compare equal.
+    """
+    names: dict[str, str] = {}
+
+    def visit(block: Any, kept: set[str]) -> None:
+        for value in block.inputs:
+            if value.name not in kept:
+                names.setdefault(value.name, f"%{len(names)}")
+        for operation in block.operations:
+            for value in operation.outputs:
+                if value.name not in kept:
+                    names.setdefault(value.name, f"%{len(names)}")
+            for inner in operation.blocks:
+                visit(inner, kept)
+
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            visit(block, {value.name for value in function.inputs} | set(block.outputs))
+    return names
+
+
+def _canonical_spec(data: bytes) -> tuple[bytes, dict[str, str]]:
+    """The spec without what is not the model, its generated names canonical; and those names."""
     import coremltools as ct
+    from google.protobuf import text_format  # type: ignore[import-untyped]
 
     spec = ct.proto.Model_pb2.Model()
     spec.ParseFromString(data)
@@ -313,15 +349,36 @@ def _canonical_spec(data: bytes) -> bytes:
     for key in SPEC_METADATA_NOT_MODEL:
         if key in metadata:
             del metadata[key]
-    return bytes(spec.SerializeToString(deterministic=True))
+    names = _generated_names(spec)
+    if names:
+        text = _QUOTED.sub(lambda m: f'"{names.get(m.group(1), m.group(1))}"', text_format.MessageToString(spec))
+        spec = text_format.Parse(text, ct.proto.Model_pb2.Model())
+    return bytes(spec.SerializeToString(deterministic=True)), names
+
+
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    """`value` (parsed JSON) with each generated name, alone or as ``name:op``, canonical."""
+    if isinstance(value, dict):
+        return {_renamed(k, names): _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, names) for v in value]
+    if isinstance(value, str):
+        name, colon, op = value.rpartition(":")
+        if value in names:
+            return names[value]
+        if colon and name in names:
+            return f"{names[name]}:{op}"
+    return value
 
 
 def canonical_payload(processed: bytes) -> dict[str, bytes]:
     """A Core ML payload's files, minus what is not the model (as tests/coreml_preprocess compares).
 
     The model spec serialized deterministically without the conversion date and lowerkit's pipeline
-    record; ``metadata.json`` without its ``identifier``; the package manifest's item entries without
-    their ids (sorted); every other file (weights, debug info) as it is.
+    record, the values coremltools names from a process-wide counter renamed by definition order
+    (`_generated_names`), in the spec and in the debug maps; ``metadata.json`` without its
+    ``identifier``; the package manifest's item entries without their ids (sorted); every other
+    file (weights) as it is.
     """
     from executorch.backends.apple.coreml import executorchcoreml  # readable by both sides
 
@@ -329,20 +386,27 @@ def canonical_payload(processed: bytes) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory() as tmp:
         executorchcoreml.unflatten_directory_contents(processed, tmp)
         root = Path(tmp)
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            name = str(path.relative_to(root))
-            data = path.read_bytes()
+        paths = sorted(p for p in root.rglob("*") if p.is_file())
+        names: dict[str, str] = {}
+        for path in paths:
+            if path.name.endswith(".mlmodel"):
+                files[str(path.relative_to(root))], found = _canonical_spec(path.read_bytes())
+                names.update(found)
+        for path in paths:
+            name, data = str(path.relative_to(root)), path.read_bytes()
             if name.endswith(".mlmodel"):
-                data = _canonical_spec(data)
-            elif name.endswith("metadata.json") and "mlpackage" not in name:
+                continue
+            if name.endswith("metadata.json") and "mlpackage" not in name:
                 meta = json.loads(data)
                 meta.pop("identifier", None)
                 data = json.dumps(meta, sort_keys=True).encode()
             elif name.endswith("Manifest.json"):
                 entries = json.loads(data).get("itemInfoEntries", {}).values()
                 data = json.dumps(sorted(json.dumps(e, sort_keys=True) for e in entries)).encode()
+            elif name.endswith(".json"):  # debug_info.json, executorch_debug_handle_mapping.json
+                data = json.dumps(_renamed(json.loads(data), names), sort_keys=True).encode()
             files[name] = data
-    return files
+    return dict(sorted(files.items()))
 
 
 def canonical_payload_digest(processed: bytes) -> str:
