@@ -229,11 +229,11 @@ def test_the_guard_sees_a_misplaced_decomposition(monkeypatch: pytest.MonkeyPatc
     splice = local_decomposition._splice
 
     def per_output(graph: torch.fx.Graph, decomposed: Any, outside: Any, slots: Any) -> Any:
-        spliced, replaced = splice(graph, decomposed, outside, slots)
+        spliced, replaced, moved = splice(graph, decomposed, outside, slots)
         squeezes = [n for n in graph.nodes if n in spliced and n.target == aten.squeeze.dims]
         for node in squeezes:
             node.args[0].append(node)  # each squeeze right after its slice
-        return spliced, replaced
+        return spliced, replaced, moved
 
     monkeypatch.setattr(local_decomposition, "_splice", per_output)
     program = torch.export.export(CASES["unbind-all"]().eval(), (torch.randn(2, 6, 12),))

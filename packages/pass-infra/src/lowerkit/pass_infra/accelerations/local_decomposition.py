@@ -26,7 +26,11 @@ gets what the whole re-trace would record:
   functionalization records (`retrace_skip` has checked nothing else reads the mutated tensor);
 - a multi-output call's getitems (kept, or from a decomposition such as ``max_pool2d`` ->
   ``max_pool2d_with_indices``) the names a trace gives (one ``getitem`` per output, the unused
-  dropped), their place right after the call, and the call's metadata.
+  dropped), their place right after the call, and the call's metadata;
+- a decomposed call's nodes the place and order a trace records: all of them where the call
+  was, in the decomposition's order (a multi-output call's for every output, the unused ones
+  named, then dropped); the values downstream of a result laid out otherwise than the call's
+  (SDPA's math decomposition) recomputed as a trace computes them.
 
 Dead nodes are dropped as the trace's dead-code elimination drops them (after taking their
 names). Lifted constants in a program not traced yet, and backward nodes take the stock re-trace. ``from_node`` provenance chains lack the whole re-trace's
@@ -178,12 +182,12 @@ def decompose_locally(
         if any(True for _ in decomposed.graph_module.named_children()):
             return _refuse("the re-trace kept a nested graph")
         by_name = {node.name: node for node in result.graph.nodes}
-        spliced, replaced = _splice(
+        spliced, replaced, moved = _splice(
             result.graph, decomposed, [by_name[n.name] for n in outside],
             [(by_name[call.name], index) for call, index in slots],
         )  # fmt: skip
         _drop_inlined_bodies(result.graph_module, bodies)
-        blocker = _propagate_values(result.graph, spliced, set(replaced.values()))
+        blocker = _propagate_values(result.graph, spliced, moved)
         if blocker is not None:
             return _refuse(blocker)
     _getitems_after_their_producers(result.graph)
@@ -261,9 +265,9 @@ def _small_program(
 
 def _splice(
     graph: Graph, decomposed: ExportedProgram, outside: list[Node], slots: list[tuple[Node, int | None]]
-) -> tuple[set[Node], dict[str, Node]]:
+) -> tuple[set[Node], dict[str, Node], set[Node]]:
     """Put `decomposed`'s nodes in place of the calls `slots` name: (the nodes put in, old name ->
-    what replaced it).
+    what replaced it, the replacements whose value is laid out otherwise than the call's).
 
     `decomposed`'s placeholders stand for `outside` and its outputs for `slots` (`_small_program`'s,
     whose nodes are `graph`'s). A call's nodes go where the call was, as a trace records them: in
@@ -282,6 +286,7 @@ def _splice(
         by_call.setdefault(call, []).append((index, result))
     spliced: set[Node] = set()
     replaced: dict[str, Node] = {}
+    moved: set[Node] = set()
     for call, call_results in by_call.items():
         needed = set().union(*(_ancestors(result, followers) for _, result in call_results))
         with graph.inserting_before(call):
@@ -296,17 +301,13 @@ def _splice(
             target = call if index is None else getitems.get(index)
             if target is not None:
                 if _layout(target.meta.get("val")) != _layout(env[result].meta.get("val")):
-                    env[result].meta[_NEW_LAYOUT] = True
+                    moved.add(env[result])
                 target.replace_all_uses_with(env[result])
                 replaced[target.name] = env[result]
         for getitem in getitems.values():
             graph.erase_node(getitem)
         graph.erase_node(call)
-    return spliced, replaced
-
-
-#: Marks a spliced node whose value is laid out otherwise than the node it replaced (see `_propagate_values`).
-_NEW_LAYOUT = "lowerkit_new_layout"
+    return spliced, replaced, moved
 
 
 def _layout(value: Any) -> Any:
@@ -318,8 +319,9 @@ def _layout(value: Any) -> Any:
     return value
 
 
-def _propagate_values(graph: Graph, spliced: AbstractSet[Node], changed: AbstractSet[Node]) -> str | None:
-    """Give each node downstream of a value laid out anew the value a trace computes for it; or why not.
+def _propagate_values(graph: Graph, spliced: AbstractSet[Node], moved: set[Node]) -> str | None:
+    """Give each node downstream of the `moved` values (laid out anew) the value a trace computes
+    for it; or why not.
 
     A decomposition may lay its result out otherwise than the call it replaces (SDPA's math
     decomposition gives a transposed result where the kept op gave a contiguous one): a trace then
@@ -327,7 +329,6 @@ def _propagate_values(graph: Graph, spliced: AbstractSet[Node], changed: Abstrac
     orders. Each such node is run again on its inputs' values, in their fake mode. A re-traced
     node reading one of those was traced on the old value: then the stock re-trace runs.
     """
-    moved = {node for node in changed if node.meta.pop(_NEW_LAYOUT, False)}
     if not moved:
         return None
     for node in graph.nodes:
