@@ -5,11 +5,12 @@ attention blocks real models are written with.
 Each case is exported, then decomposed the way ``to_edge_transform_and_lower`` does it for a
 partitioner: ``run_decompositions({})``, then ExecuTorch's default table without the ops the
 partitioner keeps (ExecuTorch's own ``TOSAPartitioner`` and ``CoreMLPartitioner``, asked on the
-program itself). (A further call on a decomposed program: tests/pass_infra/test_retrace_skip.py.) Every call runs both ways on the same input, in this process: pass-infra's
-(inside ``RETRACE_SKIP``) and torch's (``ExportedProgram.run_decompositions`` unpatched). The two
-programs must be equal in graph code, node names and order, every node's metadata (provenance by
-its roots, from which ExecuTorch derives debug handles), signature, module call graph and weights.
-The next call takes torch's result, as a lowering chains them.
+program itself); a further call on a decomposed program is test_retrace_skip.py's. Every call runs
+both ways on the same input, in this process: pass-infra's (inside ``RETRACE_SKIP``) and torch's
+(``ExportedProgram.run_decompositions`` unpatched). The two programs must be equal in graph code,
+node names and order, every node's metadata (provenance by its roots, from which ExecuTorch
+derives debug handles), signature, module call graph and weights. The next call takes torch's
+result, as a lowering chains them.
 
 Where the local decomposition takes torch's re-trace instead, the case says why
 (`FALLS_BACK`): a guard that only ever ran torch's code would prove nothing.
