@@ -28,6 +28,7 @@ from lowerkit.coreml_preprocess.errors import (
     CoreMLOptionsError,
     PassPipelineError,
 )
+from lowerkit.coreml_preprocess.llm_export import accelerated_coreml_llm_export
 from lowerkit.coreml_preprocess.lowering import (
     CoreMLLowering,
     CoreMLPartitionReport,
@@ -65,6 +66,7 @@ __all__ = [
     "PROVEN_ON",  # the torch / ExecuTorch / coremltools versions coreml-preprocess was proven on
     "RECIPES",  # the Core ML recipes by name
     "WEIGHT_THRESHOLD",  # coremltools compresses only weights with more elements than this
+    "accelerated_coreml_llm_export",  # ExecuTorch's LLM export (export_llama) through lowerkit's Core ML backend
     "CompressionRule",  # layers by module path and/or op type, and their compression setting
     "CoreMLBackend",  # Core ML BackendDetails (id CoreMLBackend) with deterministic payloads
     "CoreMLBackendConflictError",  # lowerkit's and ExecuTorch's Core ML backends loaded in one process

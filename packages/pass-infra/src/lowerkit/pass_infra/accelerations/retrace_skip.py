@@ -9,7 +9,8 @@ nothing.
 
 `retrace_plan` says which programs may do without: no mutating op but in-place ones on an
 intermediate that nothing else reads afterwards (not a view, no view of it before or after), no getitem but
-one per output of an operator, input or buffer mutation, symbolic shape or effect token, no
+one per output of an operator, user-input mutation, symbolic shape or effect token (the buffer
+mutations a functional program returns, a KV cache's, stay: a trace returns them again), no
 nested graph but the bodies of calls a trace inlines (``@torch.no_grad()`` methods export to
 ``wrap_with_set_grad_enabled``), every other call an operator. It lists
 the nodes a trace might record differently: the table's ops, CompositeImplicitAutograd ops
@@ -108,7 +109,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
     if decomp_table is None:
         return "the default table", []
     signature = program.graph_signature
-    if signature.buffers_to_mutate or signature.user_inputs_to_mutate or signature.input_tokens:
+    if signature.user_inputs_to_mutate or signature.input_tokens:
         return "mutations or effect tokens", []
     if program.range_constraints:
         return "symbolic shapes", []

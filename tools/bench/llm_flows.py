@@ -1,0 +1,175 @@
+"""ExecuTorch's LLM export (``export_llama``, what ``export_llm`` runs), stock and inside lowerkit's scopes.
+
+Models (`MODELS`) are Llama-3-shaped decoders (ExecuTorch's ``llama3`` model class: grouped-query
+attention, SwiGLU, RMSNorm, rotary) given as ``params.json`` + a seeded checkpoint written once into a
+cache folder (`model_files`): ``export_llama`` without a checkpoint leaves the weights uninitialized,
+and stock's own ``.pte`` then differs run to run. Targets (`TARGETS`) are ``LlmConfig`` overrides, each
+with the KV cache, static shapes (Core ML needs them) and ``max_seq_length`` `MAX_SEQ_LEN`.
+
+Sides (`SIDES`):
+
+* ``stock``: ``export_llama(config)``;
+* ``dropin``: the same call inside lowerkit's scopes (Arm: ``accelerated_arm_quantization()`` +
+  ``accelerated_arm_pipeline()``; Core ML: ``accelerated_coreml_llm_export()``, which has
+  ``export_llama`` build lowerkit's Core ML partitioner).
+
+Every flow returns a `bench.realworld_flows.Lowered`: the ``.pte`` bytes and its delegates' payloads,
+read back from the file ``export_llama`` wrote (Core ML payloads are compared canonically).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.realworld_flows import Lowered, _Clock
+
+__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "export", "model_files", "preimport"]
+
+SIDES = ("stock", "dropin")
+MAX_SEQ_LEN = 64
+
+_LLAMA3 = {
+    "dim": 512, "n_heads": 8, "n_kv_heads": 2, "vocab_size": 8192, "multiple_of": 256,
+    "ffn_dim_multiplier": 1.3, "norm_eps": 1e-5, "rope_theta": 500000.0, "use_scaled_rope": True,
+}  # fmt: skip
+#: ``params.json`` of each model: a Llama-3-shaped scaling series, and SmolLM2-135M's shape
+#: (ExecuTorch's ``examples/models/smollm2`` config: 30 layers, dim 576, 9 / 3 heads, tied embeddings).
+MODELS: dict[str, dict[str, Any]] = {
+    **{f"llama_{n}l": {**_LLAMA3, "n_layers": n} for n in (1, 2, 4, 8, 16)},
+    "smollm2_135m": {
+        "dim": 576, "ffn_dim_multiplier": 1, "hidden_dim": 1536, "n_heads": 9, "n_kv_heads": 3,
+        "n_layers": 30, "norm_eps": 1e-05, "rope_theta": 10000.0, "use_scaled_rope": False,
+        "vocab_size": 49152, "use_hf_rope": False, "attention_qkv_bias": False,
+    },
+}  # fmt: skip
+
+_ARM = {"quantization.pt2e_quantize": "tosa_8a8w"}
+_COREML = {"backend.coreml.enabled": True, "backend.coreml.ios": 18}
+#: ``LlmConfig`` overrides per target, as ``export_llm`` takes them (``key=value``).
+TARGETS: dict[str, dict[str, Any]] = {
+    "tosa-int": {"backend.tosa.enabled": True, **_ARM},
+    "tosa-fp": {"backend.tosa.enabled": True, "backend.tosa.version": "TOSA-1.0+FP"},
+    "ethos-u55-128": {"backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u55-128",
+                      "quantization.pt2e_quantize": "ethosu_8a8w"},
+    "ethos-u85-256": {"backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u85-256",
+                      "quantization.pt2e_quantize": "ethosu_8a8w"},
+    "ethos-u85-256-16a8w": {"backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u85-256",
+                            "quantization.pt2e_quantize": "ethosu_16a8w"},
+    "vgf-int": {"backend.vgf.enabled": True, "quantization.pt2e_quantize": "vgf_8a8w"},
+    "coreml-fp16": _COREML,
+    "coreml-c4w": {**_COREML, "backend.coreml.quantize": "c4w"},
+    "coreml-8a-c8w": {**_COREML, "quantization.pt2e_quantize": "coreml_8a_c8w"},
+}  # fmt: skip
+COREML_TARGETS = tuple(t for t in TARGETS if t.startswith("coreml"))
+
+
+def _root() -> Path:
+    configured = os.environ.get("LOWERKIT_BENCH_LLM")
+    return Path(configured) if configured else Path.home() / ".cache" / "lowerkit-bench" / "llm"
+
+
+def model_files(name: str) -> tuple[Path, Path]:
+    """``(params.json, checkpoint.pth)`` of model `name`, written once (weights seeded with 0)."""
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    folder = _root() / name
+    params, checkpoint = folder / "params.json", folder / "checkpoint.pth"
+    if checkpoint.exists():
+        return params, checkpoint
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder.parent))
+    (staging / "params.json").write_text(json.dumps(MODELS[name], indent=1))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = construct_transformer(ModelArgs(**MODELS[name]))
+    torch.save(model.state_dict(), staging / "checkpoint.pth")
+    try:
+        staging.rename(folder)
+    except OSError:  # another process made it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return params, checkpoint
+
+
+def overrides(name: str, target: str, output: Path) -> dict[str, Any]:
+    """Every ``LlmConfig`` field this case sets, as dotted keys (``export_llm``'s overrides)."""
+    params, checkpoint = model_files(name)
+    return {
+        "base.model_class": "llama3", "base.params": str(params), "base.checkpoint": str(checkpoint),
+        "model.use_kv_cache": True, "model.enable_dynamic_shape": False, "model.dtype_override": "fp32",
+        "export.max_seq_length": MAX_SEQ_LEN, "export.max_context_length": MAX_SEQ_LEN,
+        "export.output_dir": str(output.parent), "export.output_name": str(output),
+        **TARGETS[target],
+    }  # fmt: skip
+
+
+def llm_config(values: dict[str, Any]) -> Any:
+    """An ``LlmConfig`` with the dotted `values` set (enums by value, as OmegaConf would)."""
+    from omegaconf import OmegaConf
+    from executorch.extension.llm.export.config.llm_config import LlmConfig
+
+    config = OmegaConf.structured(LlmConfig())
+    for key, value in values.items():
+        OmegaConf.update(config, key, value, merge=True)
+    return OmegaConf.to_object(config)
+
+
+@contextlib.contextmanager
+def _scopes(side: str, target: str) -> Iterator[None]:
+    if side == "stock":
+        yield
+        return
+    if target in COREML_TARGETS:
+        from lowerkit.coreml_preprocess import accelerated_coreml_llm_export
+
+        with accelerated_coreml_llm_export():
+            yield
+        return
+    from lowerkit.arm_passes import accelerated_arm_pipeline, accelerated_arm_quantization
+
+    with accelerated_arm_quantization(), accelerated_arm_pipeline():
+        yield
+
+
+def preimport(side: str, target: str) -> None:
+    """Import what the side's flow uses, so the clock does not pay it."""
+    import executorch.examples.models.llama.export_llama_lib  # noqa: F401
+
+    if target in COREML_TARGETS:
+        if side == "stock":
+            import executorch.backends.apple.coreml.partition  # noqa: F401
+        else:
+            import lowerkit.coreml_preprocess  # noqa: F401
+    else:
+        import executorch.backends.arm.ethosu.partitioner
+        import executorch.backends.arm.quantizer
+        import executorch.backends.arm.tosa.partitioner  # noqa: F401
+
+        if side != "stock":
+            import lowerkit.arm_passes  # noqa: F401
+
+
+def export(side: str, name: str, target: str) -> Lowered:
+    """``export_llama`` for model `name` and `target`, the `side` way; the ``.pte`` it wrote."""
+    from executorch.examples.models.llama.export_llama_lib import export_llama
+    from lowerkit.cli.pte_file import read_plans
+
+    if side not in SIDES:
+        raise ValueError(f"unknown side {side!r}; use one of {SIDES}")
+    clock = _Clock()
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "model.pte"
+        config = llm_config(overrides(name, target, output))
+        with clock("export_llama"), _scopes(side, target):
+            export_llama(config)
+        pte = output.read_bytes()
+    payloads = [d.payload for plan in read_plans(pte) for d in plan.delegates]
+    return Lowered(pte, payloads, "coreml" if target in COREML_TARGETS else "arm", clock.stages)
