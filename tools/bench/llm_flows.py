@@ -20,11 +20,14 @@ read back from the file ``export_llama`` wrote (Core ML payloads are compared ca
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import tempfile
+import typing
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,8 @@ _LLAMA3 = {
 #: (ExecuTorch's ``examples/models/smollm2`` config: 30 layers, dim 576, 9 / 3 heads, tied embeddings).
 MODELS: dict[str, dict[str, Any]] = {
     **{f"llama_{n}l": {**_LLAMA3, "n_layers": n} for n in (1, 2, 4, 8, 16)},
+    # CI-sized (tests/llm_export): the same architecture, 2 layers of dim 64.
+    "llama_ci": {**_LLAMA3, "dim": 64, "n_layers": 2, "n_heads": 4, "vocab_size": 512, "multiple_of": 32},
     "smollm2_135m": {
         "dim": 576, "ffn_dim_multiplier": 1, "hidden_dim": 1536, "n_heads": 9, "n_kv_heads": 3,
         "n_layers": 30, "norm_eps": 1e-05, "rope_theta": 10000.0, "use_scaled_rope": False,
@@ -112,14 +117,17 @@ def overrides(name: str, target: str, output: Path) -> dict[str, Any]:
 
 
 def llm_config(values: dict[str, Any]) -> Any:
-    """An ``LlmConfig`` with the dotted `values` set (enums by value, as OmegaConf would)."""
-    from omegaconf import OmegaConf
+    """An ``LlmConfig`` with the dotted `values` set, enum fields by value (as ``export_llm`` parses them)."""
     from executorch.extension.llm.export.config.llm_config import LlmConfig
 
-    config = OmegaConf.structured(LlmConfig())
+    config = LlmConfig()
     for key, value in values.items():
-        OmegaConf.update(config, key, value, merge=True)
-    return OmegaConf.to_object(config)
+        *path, name = key.split(".")
+        owner = functools.reduce(getattr, path, config)
+        hint = typing.get_type_hints(type(owner))[name]
+        enum = next((k for k in (hint, *typing.get_args(hint)) if isinstance(k, type) and issubclass(k, Enum)), None)
+        setattr(owner, name, enum(value) if enum is not None else value)
+    return config
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,13 +144,13 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
 HASH_SEED = "0"
 
 
-def run_side(side: str, model_name: str, target: str, timeout: float) -> dict[str, Any]:
-    """One fresh worker process; its record, with the load average at its start."""
+def run_side(side: str, model_name: str, target: str, timeout: float, runner: str = "bench.realworld") -> dict[str, Any]:
+    """One fresh worker process of `runner` (a module with ``--worker``); its record, with the load average at its start."""
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "record.json"
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": HASH_SEED, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-m", "bench.realworld", "--worker", side, model_name, target, str(out)]
+        command = [sys.executable, "-m", runner, "--worker", side, model_name, target, str(out)]
         wall = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
@@ -166,8 +166,15 @@ def run_side(side: str, model_name: str, target: str, timeout: float) -> dict[st
     return record
 
 
-def summarize(model_name: str, target: str, runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
-    """Per side: medians, pass / fail, peak RSS; across sides: same bytes, ratios, one-sided failures."""
+def summarize(
+    model_name: str, target: str, runs: list[dict[str, Any]], sides: list[str], *, group: str | None = None,
+    coreml: bool | None = None,
+) -> dict[str, Any]:
+    """Per side: medians, pass / fail, peak RSS; across sides: same bytes, ratios, one-sided failures.
+
+    `group` defaults to the corpus case's, `coreml` (payloads compared canonically) to whether
+    `target` is a Core ML target of `bench.realworld_flows`.
+    """
     per_side: dict[str, Any] = {}
     for side in sides:
         mine = [r for r in runs if r["side"] == side]
@@ -186,7 +193,7 @@ def summarize(model_name: str, target: str, runs: list[dict[str, Any]], sides: l
             "decomposition_fallbacks": sorted({f for r in ok for f in r.get("decomposition_fallbacks", [])}),
         }
     passed = [s for s in sides if per_side[s]["ok"]]
-    coreml = target in COREML_TARGETS
+    coreml = target in COREML_TARGETS if coreml is None else coreml
     key = "payload_digests" if coreml else "pte_sha256"
     digests = {d for s in passed for d in per_side[s][key]}
     stock = per_side.get("stock", {}).get("median_s")
@@ -195,7 +202,7 @@ def summarize(model_name: str, target: str, runs: list[dict[str, Any]], sides: l
     }
     one_sided = sorted(passed) if passed and len(passed) != len(sides) else []
     return {
-        "model": model_name, "target": target, "group": case(model_name).group, "sides": per_side,
+        "model": model_name, "target": target, "group": group or case(model_name).group, "sides": per_side,
         "compared": "canonical Core ML payload" if coreml else ".pte sha256",
         "same": len(digests) == 1 if len(passed) > 1 else None,
         "ratios": ratios, "passed_only_on": one_sided,
@@ -286,28 +293,42 @@ def main(argv: list[str] | None = None) -> int:
     cases = [(m, t) for m in models for t in targets]
     groups = [cases[i :: args.shards] for i in range(args.shards)]
     chosen = [c for i, g in enumerate(groups, 1) if args.shard in (0, i) for c in g]
-    report: dict[str, Any] = {"machine": machine(), "argv": sys.argv[1:] if argv is None else argv, "cases": []}
-    print(f"load average at start: {report['machine']['loadavg_at_start']}, {len(chosen)} cases", flush=True)
+    return run_cases(
+        chosen, sides, repeat=args.repeat, timeout=args.timeout, json_path=args.json,
+        argv=sys.argv[1:] if argv is None else argv, runner="bench.realworld",
+        summary=lambda model_name, target, runs: summarize(model_name, target, runs, sides),
+    )  # fmt: skip
+
+
+def run_cases(
+    cases: list[tuple[str, str]], sides: list[str], *, repeat: int, timeout: float, json_path: Path | None,
+    argv: list[str], runner: str, summary: Callable[[str, str, list[dict[str, Any]]], dict[str, Any]],
+) -> int:
+    """Each (model, target) of `cases`, every side in a fresh `runner` worker per round (sides
+    alternating), summarized by `summary`, printed, the JSON rewritten after each case; exit code 1
+    when bytes differ or a side alone failed."""
+    report: dict[str, Any] = {"machine": machine(), "argv": argv, "cases": []}
+    print(f"load average at start: {report['machine']['loadavg_at_start']}, {len(cases)} cases", flush=True)
     failures = 0
-    for model_name, target in chosen:
+    for model_name, target in cases:
         runs: list[dict[str, Any]] = []
-        for round_index in range(args.repeat):
+        for round_index in range(repeat):
             for side in sides if round_index % 2 == 0 else list(reversed(sides)):
-                record = run_side(side, model_name, target, args.timeout)
+                record = run_side(side, model_name, target, timeout, runner)
                 runs.append(record)
                 status = f"{record['seconds']:.1f} s" if record["ok"] else f"FAILED {record['error']}"
-                print(f"  [{round_index + 1}/{args.repeat}] {model_name} {target} {side}: {status}",
+                print(f"  [{round_index + 1}/{repeat}] {model_name} {target} {side}: {status}",
                       file=sys.stderr, flush=True)  # fmt: skip
-        result = summarize(model_name, target, runs, sides)
+        result = summary(model_name, target, runs)
         report["cases"].append(result)
         print_case(result)
         failures += result["same"] is False or bool(result["passed_only_on"])
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(report, indent=1) + "\n")
+        if json_path:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(report, indent=1) + "\n")
     report["machine"]["loadavg_at_end"] = list(os.getloadavg())
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    if json_path:
+        json_path.write_text(json.dumps(report, indent=1) + "\n")
     return 1 if failures else 0
 
 
