@@ -149,13 +149,13 @@ def _scopes(side: str, target: str) -> Iterator[None]:
 
 def preimport(side: str, target: str) -> None:
     """Import what the side's flow uses, so the clock does not pay it."""
-    import executorch.examples.models.llama.export_llama_lib  # noqa: F401
+    import executorch.examples.models.llama.export_llama_lib
 
     if target in COREML_TARGETS:
         if side == "stock":
-            import executorch.backends.apple.coreml.partition  # noqa: F401
+            import executorch.backends.apple.coreml.partition
         else:
-            import lowerkit.coreml_preprocess  # noqa: F401
+            import lowerkit.coreml_preprocess
     else:
         import executorch.backends.arm.ethosu.partitioner
         import executorch.backends.arm.quantizer
@@ -168,6 +168,7 @@ def preimport(side: str, target: str) -> None:
 def export(side: str, name: str, target: str) -> Lowered:
     """``export_llama`` for model `name` and `target`, the `side` way; the ``.pte`` it wrote."""
     from executorch.examples.models.llama.export_llama_lib import export_llama
+
     from lowerkit.cli.pte_file import read_plans
 
     if side not in SIDES:

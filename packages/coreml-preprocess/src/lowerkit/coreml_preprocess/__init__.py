@@ -66,7 +66,6 @@ __all__ = [
     "PROVEN_ON",  # the torch / ExecuTorch / coremltools versions coreml-preprocess was proven on
     "RECIPES",  # the Core ML recipes by name
     "WEIGHT_THRESHOLD",  # coremltools compresses only weights with more elements than this
-    "accelerated_coreml_llm_export",  # ExecuTorch's LLM export (export_llama) through lowerkit's Core ML backend
     "CompressionRule",  # layers by module path and/or op type, and their compression setting
     "CoreMLBackend",  # Core ML BackendDetails (id CoreMLBackend) with deterministic payloads
     "CoreMLBackendConflictError",  # lowerkit's and ExecuTorch's Core ML backends loaded in one process
@@ -86,6 +85,7 @@ __all__ = [
     "SpecKey",  # the compile-spec keys: ExecuTorch's plus lowerkit's
     "WeightCompression",  # compression of the converted program's weights: global, rules, threshold
     "WeightDecision",  # what compression did with one weight, and which rule chose
+    "accelerated_coreml_llm_export",  # ExecuTorch's LLM export (export_llama) through lowerkit's Core ML backend
     "compile_options_for",  # the CoreMLCompileOptions of a recipe
     "constexpr_op_counts",  # how many constexpr (compressed weight) ops of each type a model has
     "convert_to_mlmodel",  # an edge ExportedProgram converted to a Core ML MLModel
