@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
 from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
@@ -170,6 +170,10 @@ def decompose_locally(
     with _LAZY_COPIES.scope():
         # its graph module's code is made once, from the final graph (below)
         result = _upstream.copy_exported_program(program)
+    blocker = _weights_as_retraced(result)
+    if blocker is not None:
+        return _refuse(blocker)
+    _return_buffer_writes(result)
     _functionalize(result.graph)
     _dispatch_arguments(result.graph)
     spliced: set[Node] = set()
@@ -454,6 +458,100 @@ def _functionalize(graph: Graph) -> None:
                 if "from_node" not in node.meta:  # a trace's provenance names the in-place call
                     node.meta["from_node"] = [_upstream.module_node_source(node)]
                 node.target = functional
+
+
+def written_buffer(node: Node, signature: Any) -> Node | None:
+    """The buffer placeholder in-place call `node` writes (its first argument), or None."""
+    written = node.args[0] if node.args else None
+    if isinstance(written, Node) and written.op == "placeholder" and written.name in signature.inputs_to_buffers:
+        return written
+    return None
+
+
+def _module_order(weights: list[InputSpec]) -> list[str]:
+    """The parameters', then the buffers' names as a module holding `weights` lists them, its
+    modules made as the names first need them (parameters first): the order torch's re-trace
+    gives (``ExportedProgram.module()``'s ``named_parameters`` then ``named_buffers``)."""
+    tree: dict[str, Any] = {}
+    own: defaultdict[tuple[str, InputKind], list[str]] = defaultdict(list)
+    for kind in (InputKind.PARAMETER, InputKind.BUFFER):
+        for spec in weights:
+            if spec.kind is kind and spec.target is not None:
+                *path, _ = spec.target.split(".")
+                node = tree
+                for part in path:
+                    node = node.setdefault(part, {})
+                own[".".join(path), kind].append(spec.target)
+    modules = [""]
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for name, child in node.items():
+            modules.append(prefix + name)
+            walk(child, prefix + name + ".")
+
+    walk(tree, "")
+    return [t for kind in (InputKind.PARAMETER, InputKind.BUFFER) for m in modules for t in own[m, kind]]
+
+
+def _weights_as_retraced(program: ExportedProgram) -> str | None:
+    """Put the weight placeholders in the order torch's re-trace gives them (a strict export's
+    are in the order dynamo met them); why not, or None.
+
+    The emulated order (`_module_order`) only says whether they already are: to move them,
+    ``ExportedProgram.module()`` gives the order torch's re-trace takes.
+    """
+    signature = program.graph_signature
+    specs = signature.input_specs
+    weights = [s for s in specs if s.kind in (InputKind.PARAMETER, InputKind.BUFFER)]
+    if _module_order(weights) == [s.target for s in weights]:
+        return None
+    if any(s.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.USER_INPUT) for s in specs):
+        return "weights out of module order beside constants or tokens"
+    module = program.module()
+    names = [n for n, _ in (*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False))]
+    if sorted(names) != sorted(s.target for s in weights):
+        return "the module's weights are not the program's"
+    position = {name: index for index, name in enumerate(names)}
+    ordered = sorted(weights, key=lambda s: position[s.target]) + [s for s in specs if s.kind == InputKind.USER_INPUT]
+    placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    anchor = next(node for node in program.graph.nodes if node.op != "placeholder")
+    for spec in ordered:
+        anchor.prepend(placeholders[spec.arg.name])
+    signature.input_specs[:] = ordered
+    return None
+
+
+def _return_buffer_writes(program: ExportedProgram) -> None:
+    """Return the new value of each buffer `program`'s in-place calls write, as functionalization does.
+
+    ``retrace_skip`` has checked each write is its buffer's only one and last reader: a ``copy_``
+    back (``ExportedProgram.module()``'s) goes, and the value it copied is the new one; any other
+    call is the new value (`_functionalize` then gives it its out-of-place operator). The new
+    values lead the outputs, in the buffers' input order, each with a ``BUFFER_MUTATION`` spec.
+    """
+    signature = program.graph_signature
+    written: dict[Node, Node] = {}
+    for node in list(program.graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, _upstream.OpOverload):
+            continue
+        buffer = written_buffer(node, signature) if _upstream.is_mutating(node.target) else None
+        if buffer is None:
+            continue
+        if node.target is torch.ops.aten.copy_.default:
+            written[buffer] = node.args[1]
+            program.graph.erase_node(node)
+        else:
+            written[buffer] = node
+    if not written:
+        return
+    order = [node for node in program.graph.nodes if node in written]
+    output = program.graph.output_node()
+    output.args = ((*(written[b] for b in order), *output.args[0]),)
+    mutations = [
+        OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(written[b].name), signature.inputs_to_buffers[b.name])
+        for b in order
+    ]
+    signature.output_specs[:0] = mutations
 
 
 def returns_nothing(node: Node) -> bool:

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
 
@@ -48,6 +49,7 @@ from lowerkit.pass_infra.accelerations.local_decomposition import (
     is_multi_output,
     is_output_getitem,
     output_getitems,
+    written_buffer,
 )
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 from lowerkit.pass_infra.accelerations.replay_engine import vouch_graph
@@ -145,6 +147,14 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
         if not isinstance(target, _upstream.OpOverload):
             return f"{target} is not an operator", []
         if _upstream.is_mutating(target):
+            buffer = written_buffer(node, signature)
+            if buffer is not None:
+                if signature.buffers_to_mutate:
+                    return f"{node.name} writes {buffer.name} in a program that returns buffer values already", []
+                blocker = _buffer_write_blocker(node, buffer, position, table)
+                if blocker is not None:
+                    return blocker, []
+                continue  # functionalized in place (`local_decomposition.return_buffer_writes`)
             blocker = _in_place_blocker(node, position)
             if blocker is not None:
                 return blocker, []
@@ -159,6 +169,47 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
             if is_multi_output(node):
                 decomposed_outputs.add(node)
     return None, decomposing
+
+
+def _buffer_write_blocker(node: Node, buffer: Node, position: dict[Node, int], table: set[Any]) -> str | None:
+    """Why in-place call `node`, writing `buffer` (a KV cache update), cannot be given what
+    functionalization records, or None.
+
+    Functionalization records the out-of-place operator, re-points the call's readers at its
+    result and returns that as the buffer's new value; a ``copy_`` of a value of the buffer's
+    own shape, dtype and layout (how ``ExportedProgram.module()`` writes mutated buffers back)
+    records nothing, and the value copied is the new one. That is all it does when the call is
+    the buffer's only write and last reader, its result has no view, the out-of-place operator
+    does not decompose, and a ``copy_``'s result is not read.
+    """
+    target = node.target
+    assert isinstance(target, _upstream.OpOverload)
+    for user in buffer.users:
+        if user is not node and position[user] > position[node]:
+            return f"{target} writes {buffer.name}, which {user.name} reads afterwards"
+    if target is torch.ops.aten.copy_.default:
+        source = node.args[1]
+        if node.users or len(node.args) != 2 or node.kwargs or not isinstance(source, Node):
+            return f"{node.name} copies into {buffer.name} otherwise than writing a buffer back"
+        if _tensor_type(source) != _tensor_type(buffer):
+            return f"{node.name} converts {source.name} to write {buffer.name}"
+        return None
+    functional = _upstream.functional_variant(target)
+    if functional is None or _upstream.has_cia_kernel(target):
+        return f"{target} writes {buffer.name}"
+    if functional in table or _decomposes_by_itself(functional, node):
+        return f"{target} writes {buffer.name} and its out-of-place operator decomposes"
+    for user in node.users:
+        if _is_view(user):
+            return f"{target}'s result {node.name} has a view ({user.name}), which a trace records where it is read"
+    return None
+
+
+def _tensor_type(node: Node) -> Any:
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return None
+    return value.shape, value.dtype, value.device, value.stride()
 
 
 def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
