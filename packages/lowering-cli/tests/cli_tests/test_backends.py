@@ -9,10 +9,10 @@ import pytest
 
 from cli_tests.test_errors import assert_nothing_written, assert_one_line_error
 from lowerkit.cli import targets
-from lowerkit.cli.arm import ARM, ARM_TARGET_NAMES
+from lowerkit.cli.backends.arm.backend import ARM, ARM_TARGET_NAMES
 from lowerkit.cli.backend import TargetOption
 from lowerkit.cli.cache import key as cache_key
-from lowerkit.cli.coreml import COREML, COREML_RECIPES
+from lowerkit.cli.backends.coreml.backend import COREML, COREML_RECIPES
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import LowerOptions
 

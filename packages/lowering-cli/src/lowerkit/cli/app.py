@@ -282,7 +282,7 @@ def _inspect_report(data: dict[str, Any], as_json: bool) -> None:
     click.echo(f"report of {data['output']}: {data['model']} for {data['target']}, {data['pte_bytes']:,} bytes")
     click.echo(f"  ops on CPU: {', '.join(data['cpu_ops']) or 'none'}")
     if data.get("npu"):
-        from lowerkit.cli.npu import render
+        from lowerkit.cli.backends.arm.npu import render
 
         for line in render(data["npu"]):
             click.echo(line)
@@ -308,7 +308,7 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
     """Lower zoo models to several targets, verify them, and print time, size and checks."""
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
-    from lowerkit.cli.verify import COREML_CANNOT_RUN
+    from lowerkit.cli.backends.coreml.backend import COREML_CANNOT_RUN
 
     output_dir.mkdir(parents=True, exist_ok=True)
     click.echo(f"{'model':<18} {'target':<18} {'seconds':>8} {'bytes':>10}  {'delegates':<22} verify")

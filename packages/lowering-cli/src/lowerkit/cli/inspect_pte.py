@@ -86,7 +86,7 @@ def summarize_bytes(data: bytes, where: str, *, weights: bool = False) -> PteSum
 
 
 def _vela(payload: bytes, specs: dict[str, str]) -> dict[str, Any] | None:
-    from lowerkit.cli.vela_stream import summary
+    from lowerkit.cli.backends.arm.vela_stream import summary
 
     try:
         return summary(payload, specs)
@@ -126,6 +126,6 @@ def enumerated_shapes(compile_specs: dict[str, str]) -> dict[str, list[list[int]
 
 
 def _coreml_weights(payload: bytes) -> dict[str, Any]:
-    from lowerkit.cli.coreml_payload import weight_summary
+    from lowerkit.cli.backends.coreml.payload import weight_summary
 
     return weight_summary(payload)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lowerkit.cli.arm import ARM, ETHOS_U_CONFIGS
+from lowerkit.cli.backends.arm.backend import ARM, ETHOS_U_CONFIGS
 from lowerkit.cli.backend import Backend, Given, TargetOption, is_given
-from lowerkit.cli.coreml import COREML
+from lowerkit.cli.backends.coreml.backend import COREML
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import Target
 from lowerkit.pass_infra.helpers.suggest import did_you_mean

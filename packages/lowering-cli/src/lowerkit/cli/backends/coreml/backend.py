@@ -39,6 +39,12 @@ class CoreMLTarget:
     pattern: str | None = None
 
 
+#: What `--verify` and the demo say of a Core ML program.
+COREML_CANNOT_RUN = (
+    "Core ML itself cannot run on Linux: the Core ML program was checked through torch "
+    "and its decoded weights, not executed"
+)
+
 _PALETTIZED = "coreml-palettize*"
 
 #: Adding a Core ML target is one row here (and its recipe in lowerkit.coreml_preprocess).
@@ -183,7 +189,7 @@ class CoreMLBackend(Backend):
 
     def verify(self, lowered: Lowered, source: ModelSource) -> dict[str, Any]:
         """Quantization SQNR in torch and decoded-weight SQNR (Core ML itself cannot run on Linux)."""
-        from lowerkit.cli.verify import verify_coreml
+        from lowerkit.cli.backends.coreml.verify import verify_coreml
 
         return verify_coreml(lowered, source)
 
@@ -220,7 +226,7 @@ class CoreMLBackend(Backend):
         """The Core ML model package (--mlpackage): the program's one Core ML delegate."""
         mlpackage: Path | None = given.get("--mlpackage")
         if mlpackage is not None:
-            from lowerkit.cli.coreml_payload import write_mlpackage
+            from lowerkit.cli.backends.coreml.payload import write_mlpackage
             from lowerkit.cli.inspect_pte import payloads
 
             found = [p for backend, p in payloads(lowered.pte) if backend == "CoreMLBackend"]

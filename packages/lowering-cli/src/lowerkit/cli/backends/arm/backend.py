@@ -193,7 +193,7 @@ class ArmBackend(Backend):
 
     def verify(self, lowered: Lowered, source: ModelSource) -> dict[str, Any]:
         """The TOSA flatbuffers run on tosa-tools' reference model, compared with torch."""
-        from lowerkit.cli.verify import verify_arm
+        from lowerkit.cli.backends.arm.verify import verify_arm
 
         return verify_arm(lowered, source)
 
@@ -246,7 +246,7 @@ class ArmBackend(Backend):
         """Ethos-U: Vela's NPU report, without the per-layer table."""
         if not lowered.npu:
             return []
-        from lowerkit.cli.npu import render
+        from lowerkit.cli.backends.arm.npu import render
 
         return list(render(lowered.npu, layers=False))
 
@@ -283,7 +283,7 @@ def _npu(lowered: Lowered, lowering: Any, options: LowerOptions) -> None:
     from lowerkit.arm_passes.npu_report import npu_reports
     from lowerkit.arm_passes.preflight import BudgetExceededError, channel_warnings, check_budgets
     from lowerkit.arm_passes.vela_config import read_vela_config
-    from lowerkit.cli.npu import npu_section
+    from lowerkit.cli.backends.arm.npu import npu_section
 
     reports = npu_reports(lowering)
     limits = read_vela_config(options.vela_config).arena_cache_sizes
