@@ -1,8 +1,9 @@
 """The lowering targets the CLI knows, each registered with the backend that lowers it.
 
-A target is declared once, as a row of its backend's table (`arm.TARGET_TABLE`,
-`coreml.TARGET_TABLE`); this module registers the backends and answers, for any target, its
-backend (`backend_of`) and whether the options given apply to it (`check_options`).
+A target is declared once, as a row of its backend's table (`backends.arm.targets.TARGET_TABLE`,
+`backends.coreml.targets.TARGET_TABLE`); this module registers the backends and answers, for
+any target, its backend (`backend_of`) and whether the options given apply to it
+(`check_options`), and for a delegate in a .pte, how to read its payload (`DECODERS`).
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lowerkit.cli.backends.arm.backend import ARM, ETHOS_U_CONFIGS
-from lowerkit.cli.backend import Backend, Given, TargetOption, is_given
+from lowerkit.cli.backend import Backend, Given, PayloadDecoder, TargetOption, is_given
+from lowerkit.cli.backends.arm.backend import ARM
 from lowerkit.cli.backends.coreml.backend import COREML
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import Target
 from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
-    "BACKENDS", "ETHOS_U_CONFIGS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe",
-    "get", "option",
+    "BACKENDS", "DECODERS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe", "get",
+    "option",
 ]
 
 #: Every backend family, by `Target.backend`, in the order `lowerkit targets` lists them.
@@ -30,6 +31,11 @@ TARGETS: dict[str, Target] = {target.name: target for backend in BACKENDS.values
 
 #: Every option only some targets take, by flag.
 OPTIONS: dict[str, TargetOption] = {option.flag: option for backend in BACKENDS.values() for option in backend.options}
+
+#: How `inspect` and `compare` read a delegate's payload, by its backend id in the .pte.
+DECODERS: dict[str, PayloadDecoder] = {
+    decoder.backend_id: decoder for backend in BACKENDS.values() for decoder in backend.decoders
+}
 
 
 def get(name: str) -> Target:
@@ -75,8 +81,8 @@ def check_applicable(target: Target, given: Given, *, warn: list[str]) -> dict[s
     return taken
 
 
-def check_options(target: Target, given: Given, *, warn: list[str]) -> dict[str, Any]:
-    """The `LowerOptions` fields of the options `given`, checked for `target` before any work.
+def check_options(target: Target, given: Given, *, warn: list[str]) -> Any:
+    """The `LowerOptions.settings` of the options `given`, checked for `target` before any work.
 
     First whether each applies (`check_applicable`), then the target's backend's own checks.
     """

@@ -9,6 +9,9 @@
     coreml_passes = ["common::dead_code_elimination"]   # optional, Core ML targets
     weights = "resnet8.safetensors" # optional, relative to FLEET.toml; and task, random_weights,
                                     # sequence_length, image_size as the `lower` options say
+
+A backend's option is a key too where its `TargetOption` says `fleet` (`--sram-budget` is
+`sram_budget`; a path is relative to FLEET.toml), refused for a target that does not take it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,26 @@ from pathlib import Path
 from typing import Any
 
 from lowerkit.cli import targets
+from lowerkit.cli.backend import TargetOption, is_given
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import DEFAULT, TASKS, SourceOptions
 
+#: The backends' options FLEET.toml takes, by key.
+BACKEND_KEYS: dict[str, TargetOption] = {
+    option.fleet_key: option for option in targets.OPTIONS.values() if option.fleet and option.command == "lower"
+}
+
+
+def _fleet_type(option: TargetOption) -> type:
+    if option.fleet_list is not None:
+        return list
+    return bool if option.kind == "flag" else str
+
+
 KEYS = {
-    "model": str, "targets": list, "calibration": str, "coreml_passes": list, "verify": bool,
+    "model": str, "targets": list, "calibration": str, "verify": bool,
     "weights": str, "task": str, "random_weights": bool, "sequence_length": int, "image_size": int,
+    **{key: _fleet_type(option) for key, option in BACKEND_KEYS.items()},
 }
 _HEADER = re.compile(r"^\s*\[\[\s*lower\s*\]\]")
 
@@ -38,10 +55,11 @@ class Job:
     model: str
     target: str
     calibration: Path | None
-    coreml_passes: tuple[str, ...] | None
     verify: bool
     #: How the model is built (weights file, task, random weights, input sizes).
     source: SourceOptions = DEFAULT
+    #: The backend options given, by flag, as `targets.check_options` takes them.
+    given: tuple[tuple[str, Any], ...] = ()
 
     @property
     def output_name(self) -> str:
@@ -94,9 +112,7 @@ def load(path: Path) -> list[Job]:
             names = [e.name for e in catalogue.ENTRIES]
             if model.removeprefix("zoo:") not in names:
                 raise where.error(locate("model"), f"unknown zoo model '{model}'; one of: {', '.join(names)}")
-        passes = merged.get("coreml_passes")
-        if passes is not None and not all(isinstance(p, str) for p in passes):
-            raise where.error(locate("coreml_passes"), "'coreml_passes' must be a list of MIL pass names")
+        given = _backend_options(merged, path, where, locate)
         source = _source_options(merged, entry, path, where, locate)
         calibration = merged.get("calibration")
         calibration_path = (path.parent / calibration) if calibration is not None else None
@@ -108,17 +124,17 @@ def load(path: Path) -> list[Job]:
                 target = targets.get(target_name)
             except UsageError as error:
                 raise where.error(locate("targets"), str(error)) from None
-            takes_passes = targets.option("--coreml-passes")
-            if passes is not None and not takes_passes.takes(target):
-                raise where.error(locate("coreml_passes"), takes_passes.refusal(target, name="coreml_passes"))
+            for key, option in BACKEND_KEYS.items():
+                if is_given(merged.get(key)) and not option.takes(target) and option.ignored(target) is None:
+                    raise where.error(locate(key), option.refusal(target, name=key))
             job = Job(
                 index=len(jobs),
                 model=model,
                 target=target.name,
                 calibration=calibration_path,
-                coreml_passes=tuple(passes) if passes is not None else None,
                 verify=bool(merged.get("verify", False)),
                 source=source,
+                given=given,
             )
             if job.output_name in seen:
                 raise where.error(
@@ -128,6 +144,23 @@ def load(path: Path) -> list[Job]:
             seen[job.output_name] = where.entry_line(number)
             jobs.append(job)
     return jobs
+
+
+def _backend_options(merged: dict[str, Any], path: Path, where: _Locator, locate: Any) -> tuple[tuple[str, Any], ...]:
+    """The backend options of a [[lower]], by flag: lists as tuples, paths relative to FLEET.toml."""
+    given: list[tuple[str, Any]] = []
+    for key, option in BACKEND_KEYS.items():
+        value = merged.get(key)
+        if value is None:
+            continue
+        if option.fleet_list is not None:
+            if not all(isinstance(item, str) for item in value):
+                raise where.error(locate(key), f"'{key}' must be a list of {option.fleet_list}")
+            value = tuple(value)
+        elif option.kind == "path":
+            value = path.parent / value
+        given.append((option.flag, value))
+    return tuple(given)
 
 
 def _source_options(merged: dict[str, Any], entry: dict[str, Any], path: Path, where: _Locator, locate: Any) -> SourceOptions:
