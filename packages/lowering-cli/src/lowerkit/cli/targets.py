@@ -20,22 +20,35 @@ from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
     "BACKENDS", "DECODERS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe", "get",
-    "option",
+    "option", "register",
 ]
 
 #: Every backend family, by `Target.backend`, in the order `lowerkit targets` lists them.
-BACKENDS: dict[str, Backend] = {backend.family: backend for backend in (COREML, ARM)}
+BACKENDS: dict[str, Backend] = {}
 
 #: Every `-t` target, by name.
-TARGETS: dict[str, Target] = {target.name: target for backend in BACKENDS.values() for target in backend.targets}
+TARGETS: dict[str, Target] = {}
 
 #: Every option only some targets take, by flag.
-OPTIONS: dict[str, TargetOption] = {option.flag: option for backend in BACKENDS.values() for option in backend.options}
+OPTIONS: dict[str, TargetOption] = {}
 
 #: How `inspect` and `compare` read a delegate's payload, by its backend id in the .pte.
-DECODERS: dict[str, PayloadDecoder] = {
-    decoder.backend_id: decoder for backend in BACKENDS.values() for decoder in backend.decoders
-}
+DECODERS: dict[str, PayloadDecoder] = {}
+
+
+def register(backend: Backend) -> None:
+    """Add `backend`, its targets, options and payload decoders to the registry.
+
+    Before `lowerkit.cli.app` is imported: the commands make their flags from `OPTIONS` then.
+    """
+    BACKENDS[backend.family] = backend
+    TARGETS.update({target.name: target for target in backend.targets})
+    OPTIONS.update({option.flag: option for option in backend.options})
+    DECODERS.update({decoder.backend_id: decoder for decoder in backend.decoders})
+
+
+for _backend in (COREML, ARM):
+    register(_backend)
 
 
 def get(name: str) -> Target:

@@ -27,10 +27,16 @@ from lowerkit.cli.backend import TargetOption, is_given
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import DEFAULT, TASKS, SourceOptions
 
-#: The backends' options FLEET.toml takes, by key.
-BACKEND_KEYS: dict[str, TargetOption] = {
-    option.fleet_key: option for option in targets.OPTIONS.values() if option.fleet and option.command == "lower"
+#: The keys of every [[lower]], and their TOML types (and the backends' `fleet_keys`).
+COMMON_KEYS = {
+    "model": str, "targets": list, "calibration": str, "verify": bool,
+    "weights": str, "task": str, "random_weights": bool, "sequence_length": int, "image_size": int,
 }
+
+
+def fleet_keys() -> dict[str, TargetOption]:
+    """The backends' options FLEET.toml takes, by key (`TargetOption.fleet`)."""
+    return {option.fleet_key: option for option in targets.OPTIONS.values() if option.fleet and option.command == "lower"}
 
 
 def _fleet_type(option: TargetOption) -> type:
@@ -39,11 +45,9 @@ def _fleet_type(option: TargetOption) -> type:
     return bool if option.kind == "flag" else str
 
 
-KEYS = {
-    "model": str, "targets": list, "calibration": str, "verify": bool,
-    "weights": str, "task": str, "random_weights": bool, "sequence_length": int, "image_size": int,
-    **{key: _fleet_type(option) for key, option in BACKEND_KEYS.items()},
-}
+def keys() -> dict[str, type]:
+    """Every key a [[lower]] takes, and its TOML type."""
+    return {**COMMON_KEYS, **{key: _fleet_type(option) for key, option in fleet_keys().items()}}
 _HEADER = re.compile(r"^\s*\[\[\s*lower\s*\]\]")
 
 
@@ -90,7 +94,7 @@ def load(path: Path) -> list[Job]:
     defaults = document.get("defaults", {})
     if not isinstance(defaults, dict):
         raise where.error(where.top_level("defaults"), "'defaults' must be a table: [defaults]")
-    _check_keys(defaults, where, lambda key: where.in_defaults(key), allowed=set(KEYS) - {"model", "targets"})
+    _check_keys(defaults, where, lambda key: where.in_defaults(key), allowed=set(keys()) - {"model", "targets"})
     entries = document.get("lower", [])
     if not isinstance(entries, list) or not entries:
         raise UsageError(f"{path}: no lowerings; add a [[lower]] table with model = ... and targets = [...]")
@@ -98,7 +102,7 @@ def load(path: Path) -> list[Job]:
     seen: dict[str, int] = {}
     for number, entry in enumerate(entries):
         locate = lambda key, n=number: where.in_entry(n, key)  # noqa: E731
-        _check_keys(entry, where, locate, allowed=set(KEYS))
+        _check_keys(entry, where, locate, allowed=set(keys()))
         merged = {**defaults, **entry}
         for required in ("model", "targets"):
             if required not in merged:
@@ -124,7 +128,7 @@ def load(path: Path) -> list[Job]:
                 target = targets.get(target_name)
             except UsageError as error:
                 raise where.error(locate("targets"), str(error)) from None
-            for key, option in BACKEND_KEYS.items():
+            for key, option in fleet_keys().items():
                 if is_given(merged.get(key)) and not option.takes(target) and option.ignored(target) is None:
                     raise where.error(locate(key), option.refusal(target, name=key))
             job = Job(
@@ -149,7 +153,7 @@ def load(path: Path) -> list[Job]:
 def _backend_options(merged: dict[str, Any], path: Path, where: _Locator, locate: Any) -> tuple[tuple[str, Any], ...]:
     """The backend options of a [[lower]], by flag: lists as tuples, paths relative to FLEET.toml."""
     given: list[tuple[str, Any]] = []
-    for key, option in BACKEND_KEYS.items():
+    for key, option in fleet_keys().items():
         value = merged.get(key)
         if value is None:
             continue
@@ -199,11 +203,12 @@ def shard(jobs: list[Job], spec: str | None) -> list[Job]:
 def _check_keys(table: Any, where: _Locator, locate: Any, *, allowed: set[str]) -> None:
     if not isinstance(table, dict):
         raise UsageError(f"{where.path}: 'lower' must be an array of tables: [[lower]]")
+    types = keys()
     for key, value in table.items():
         if key not in allowed:
             raise where.error(locate(key), f"unknown key '{key}'; allowed here: {', '.join(sorted(allowed))}")
-        if not isinstance(value, KEYS[key]) or (KEYS[key] is int and isinstance(value, bool)):
-            raise where.error(locate(key), f"'{key}' must be a {KEYS[key].__name__}, got {type(value).__name__}")
+        if not isinstance(value, types[key]) or (types[key] is int and isinstance(value, bool)):
+            raise where.error(locate(key), f"'{key}' must be a {types[key].__name__}, got {type(value).__name__}")
 
 
 @dataclass
