@@ -139,6 +139,11 @@ class Backend(ABC):
     title: str
     #: The modules its lowering imports (a daemon imports them ahead).
     preload: tuple[str, ...]
+    #: The distributions whose versions decide its programs' bytes (`cache.key.toolchain_fingerprint`).
+    toolchain: tuple[str, ...] = ()
+    #: lowerkit's packages it lowers with, as (distribution, package under `lowerkit/`): their
+    #: versions and source are in the cache key.
+    lowerkit_packages: tuple[tuple[str, str], ...] = ()
     #: (verification key, label) pairs `short_verification` reads, most telling first.
     verification_figures: tuple[tuple[str, str], ...]
     #: What `--verify` cannot check for it, said once after the demo ("" for nothing).

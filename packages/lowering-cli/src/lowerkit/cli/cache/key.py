@@ -46,21 +46,12 @@ if TYPE_CHECKING:
 #: fields under "report", its settings as one `LowerOptions.settings` field).
 KEY_FORMAT = "lowerkit-lowering-cache-2"
 
-#: Distributions whose versions decide the bytes.
-TOOLCHAIN = (
-    "torch", "executorch", "coremltools", "torchao", "tosa-tools", "ethos-u-vela", "ai-ml-sdk-model-converter", "numpy",
-)
+#: Distributions whose versions decide the bytes, whatever the backend (each adds its `Backend.toolchain`).
+TOOLCHAIN = ("torch", "executorch", "torchao", "numpy")
 
-#: lowerkit's packages: their versions and their source (a source edit is a new key).
-LOWERKIT_PACKAGES = (
-    ("lowerkit-pass-infra", "pass_infra"),
-    ("lowerkit-arm-passes", "arm_passes"),
-    ("lowerkit-coreml-quantizer", "coreml_quantizer"),
-    ("lowerkit-coreml-compiler-ops", "coreml_compiler_ops"),
-    ("lowerkit-coreml-preprocess", "coreml_preprocess"),
-    ("lowerkit", "cli"),
-    ("lowerkit", "zoo"),
-)
+#: lowerkit's packages every lowering runs: their versions and their source (a source edit is a new
+#: key); each backend adds its `Backend.lowerkit_packages`.
+LOWERKIT_PACKAGES = (("lowerkit-pass-infra", "pass_infra"), ("lowerkit", "cli"), ("lowerkit", "zoo"))
 
 #: CPU flags that choose torch's kernels (x86: AVX-512 / AVX2 / scalar; Arm: NEON / SVE).
 VECTOR_FLAGS = frozenset(
@@ -257,15 +248,20 @@ def program_fingerprint(program: torch.export.ExportedProgram) -> str:
 
 
 def toolchain_fingerprint() -> str:
-    """The versions of the toolchain and of lowerkit's packages, and the digest of lowerkit's source."""
+    """The versions of the toolchain and of lowerkit's packages (every registered backend's: a key
+    changes with any backend's toolchain, as it did before the backends were split), and the
+    digest of lowerkit's source."""
     return _toolchain_fingerprint()
 
 
 @cache
 def _toolchain_fingerprint() -> str:
+    from lowerkit.cli.targets import BACKENDS
+
+    backends = BACKENDS.values()
     lines = [f"python={sys.version_info.major}.{sys.version_info.minor}", f"machine={machine_fingerprint()}"]
-    lines += [f"{name}={distribution_version(name)}" for name in TOOLCHAIN]
-    for distribution, package in LOWERKIT_PACKAGES:
+    lines += [f"{name}={distribution_version(name)}" for name in (*TOOLCHAIN, *(n for b in backends for n in b.toolchain))]
+    for distribution, package in (*LOWERKIT_PACKAGES, *(p for b in backends for p in b.lowerkit_packages)):
         lines.append(f"{distribution}={distribution_version(distribution)}")
         lines.append(f"lowerkit.{package} source={_source_digest(package)}")
     return "\n".join(lines)

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 from lowerkit.cli.backend import Backend, DebugRequest, Given
 from lowerkit.cli.backends.arm import inspection
 from lowerkit.cli.backends.arm.options import OPTIONS, ArmSettings
-from lowerkit.cli.backends.arm.targets import ARM_TARGET_NAMES, FAMILY, TARGET_TABLE, is_ethos_u, kind
+from lowerkit.cli.backends.arm.targets import (
+    ARM_TARGET_NAMES,
+    FAMILY,
+    TARGET_TABLE,
+    is_ethos_u,
+    kind,
+)
 from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions, Target
 from lowerkit.cli.progress import Steps
@@ -29,6 +35,8 @@ class ArmBackend(Backend):
     family = FAMILY
     title = "Arm"
     preload = ("lowerkit.arm_passes", "lowerkit.cli.backends.arm.npu", "lowerkit.cli.backends.arm.verify")
+    toolchain = ("tosa-tools", "ethos-u-vela", "ai-ml-sdk-model-converter")
+    lowerkit_packages = (("lowerkit-arm-passes", "arm_passes"),)
     verification_figures = (("sqnr_db", "SQNR"),)
     targets = tuple(Target(row.name, FAMILY, row.summary, row.calibrates) for row in TARGET_TABLE)
     options = OPTIONS

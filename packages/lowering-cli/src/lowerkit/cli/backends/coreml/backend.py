@@ -38,6 +38,12 @@ class CoreMLBackend(Backend):
         "lowerkit.coreml_quantizer", "lowerkit.coreml_preprocess", "lowerkit.coreml_compiler_ops",
         "lowerkit.cli.backends.coreml.payload", "lowerkit.cli.backends.coreml.verify",
     )
+    toolchain = ("coremltools",)
+    lowerkit_packages = (
+        ("lowerkit-coreml-quantizer", "coreml_quantizer"),
+        ("lowerkit-coreml-compiler-ops", "coreml_compiler_ops"),
+        ("lowerkit-coreml-preprocess", "coreml_preprocess"),
+    )
     verification_figures = (("output_sqnr_db", "output SQNR"), ("weight_sqnr_db", "weight SQNR"))
     verify_caveat = COREML_CANNOT_RUN
     targets = tuple(Target(row.name, FAMILY, row.summary, row.calibrates) for row in TARGET_TABLE)
