@@ -85,10 +85,9 @@ run(sys.argv[1:])
 
 
 def _lowerkit(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "LOWERKIT_CACHE_DIR": str(folder / "cache")}
-    return subprocess.run(
-        [sys.executable, "-c", _RUN, *args], env=env, capture_output=True, text=True, timeout=300, cwd=folder
-    )
+    path = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+    env = {**os.environ, "PYTHONPATH": path, "LOWERKIT_CACHE_DIR": str(folder / "cache")}
+    return subprocess.run([sys.executable, "-c", _RUN, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_registered_backend_gets_its_flag_its_fleet_key_and_its_settings(tmp_path: Path) -> None:

@@ -43,12 +43,16 @@ def _no_hint(target: Target) -> str:
     return ""
 
 
-def _as_given(target: Target, value: Any) -> Any:
+def _unchecked(target: Target, value: Any) -> Any:
     return value
 
 
-def _as_typed(value: Any) -> Any:
+def _as_parsed(value: Any) -> Any:
     return value
+
+
+def _no_figures(decoded: dict[str, Any]) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,10 @@ class TargetOption:
     #: The field of the backend's `settings_type` it fills (None: an output `write_outputs` writes).
     field: str | None = None
     #: The value the field holds, checked for the target: a UsageError (one line) otherwise.
-    convert: Callable[[Target, Any], Any] = _as_given
+    convert: Callable[[Target, Any], Any] = _unchecked
     #: The command line's text as `convert` takes it (e.g. "a,b" -> ["a", "b"]); FLEET.toml
     #: gives that form itself.
-    parse: Callable[[Any], Any] = _as_typed
+    parse: Callable[[Any], Any] = _as_parsed
     #: A file `lower` writes: checked writable before any work.
     writes: bool = False
     #: Whether FLEET.toml takes it, as `fleet_key` (a path there is relative to the file).
@@ -112,7 +116,7 @@ class PayloadDecoder:
     #: `inspect`'s lines for such a delegate: (compile specs, decoded figures or None) -> lines.
     lines: Callable[[Mapping[str, str], dict[str, Any] | None], list[str]]
     #: `compare`'s rows for decoded figures.
-    figures: Callable[[dict[str, Any]], dict[str, Any]]
+    figures: Callable[[dict[str, Any]], dict[str, Any]] = _no_figures
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,9 @@ class Backend(ABC):
     #: lowerkit's packages it lowers with, as (distribution, package under `lowerkit/`): their
     #: versions and source are in the cache key.
     lowerkit_packages: tuple[tuple[str, str], ...] = ()
+    #: The top-level third-party packages its lowering imports (a daemon that imported other
+    #: versions is not used: `daemon.fingerprint`).
+    libraries: tuple[str, ...] = ()
     #: (verification key, label) pairs `short_verification` reads, most telling first.
     verification_figures: tuple[tuple[str, str], ...]
     #: What `--verify` cannot check for it, said once after the demo ("" for nothing).

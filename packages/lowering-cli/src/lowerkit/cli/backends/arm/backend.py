@@ -36,6 +36,7 @@ class ArmBackend(Backend):
     title = "Arm"
     preload = ("lowerkit.arm_passes", "lowerkit.cli.backends.arm.npu", "lowerkit.cli.backends.arm.verify")
     toolchain = ("tosa-tools", "ethos-u-vela", "ai-ml-sdk-model-converter")
+    libraries = ("tosa_serializer", "ethosu")
     lowerkit_packages = (("lowerkit-arm-passes", "arm_passes"),)
     verification_figures = (("sqnr_db", "SQNR"),)
     targets = tuple(Target(row.name, FAMILY, row.summary, row.calibrates) for row in TARGET_TABLE)

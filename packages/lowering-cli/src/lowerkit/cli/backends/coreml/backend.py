@@ -39,6 +39,7 @@ class CoreMLBackend(Backend):
         "lowerkit.cli.backends.coreml.payload", "lowerkit.cli.backends.coreml.verify",
     )
     toolchain = ("coremltools",)
+    libraries = ("coremltools",)
     lowerkit_packages = (
         ("lowerkit-coreml-quantizer", "coreml_quantizer"),
         ("lowerkit-coreml-compiler-ops", "coreml_compiler_ops"),

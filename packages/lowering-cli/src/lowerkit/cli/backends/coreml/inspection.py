@@ -49,9 +49,5 @@ def _lines(compile_specs: Mapping[str, str], weights: dict[str, Any] | None) -> 
     return lines
 
 
-def _figures(weights: dict[str, Any]) -> dict[str, Any]:
-    return {}
-
-
 #: A Core ML delegate: constexpr weight formats and decoded weights (`inspect --weights`).
-WEIGHTS = PayloadDecoder("CoreMLBackend", "weights", _decode, _lines, _figures)
+WEIGHTS = PayloadDecoder("CoreMLBackend", "weights", _decode, _lines)
