@@ -82,7 +82,7 @@ def test_settings_reach_vela() -> None:
 def test_scratch_is_the_one_the_pte_carries() -> None:
     lowering = lowerkit_lowering("ethos-u55-64")
     (report,) = npu_reports(lowering)
-    from lowerkit.cli.vela_stream import blocks
+    from lowerkit.cli.backends.arm.vela_stream import blocks
 
     (scratch,) = struct.unpack("<I", blocks(lowering.vela_binaries[0])["scratch_size"])
     assert report.scratch_bytes == scratch > 0

@@ -20,7 +20,7 @@ def out(tmp_path: Path) -> Path:
 
 def test_cli_lists_every_arm_target_lowerkit_lowers() -> None:
     from lowerkit.arm_passes import ARM_TARGETS
-    from lowerkit.cli.arm import ARM_TARGET_NAMES
+    from lowerkit.cli.backends.arm.targets import ARM_TARGET_NAMES
 
     assert sorted(ARM_TARGET_NAMES.values()) == sorted(ARM_TARGETS)
     assert set(ARM_TARGET_NAMES) == {name for name, t in targets.TARGETS.items() if t.backend == "arm"}

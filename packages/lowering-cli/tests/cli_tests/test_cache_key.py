@@ -17,6 +17,9 @@ import torch
 
 from lowerkit.arm_passes import converter
 from lowerkit.cli import calibration, model_source, targets
+from lowerkit.cli.backends.arm.cache_key import converter_fingerprint
+from lowerkit.cli.backends.arm.options import ArmSettings
+from lowerkit.cli.backends.coreml.options import CoreMLSettings
 from lowerkit.cli.cache import key as cache_key
 from lowerkit.cli.model_source import ModelSource
 from lowerkit.cli.options import LowerOptions
@@ -25,25 +28,37 @@ BASE = LowerOptions(targets.get("tosa-int"))
 
 
 def variants(tmp_path: Path) -> dict[str, Any]:
-    """One value per LowerOptions field that differs from BASE's (a new field must be added here)."""
+    """One value per LowerOptions field that differs from BASE's (a new field must be added here);
+    `settings` is checked field by field (`settings_variants`)."""
     calib = tmp_path / "calib.pt"
     torch.save(torch.zeros(1, 1, 49, 10), calib)
     return {
         "target": targets.get("ethos-u55-128"),
         "calibration_path": calib,
-        "pass_names": ("common::dead_code_elimination",),
         "verify": True,
-        "recipe": _file(tmp_path / "recipe.toml", b'[global]\nmode = "palettize"\nnbits = 4\n'),
-        "shapes": (("x", ((1, 1, 49, 10), (1, 1, 98, 10))),),
-        "system_config": "Ethos_U55_High_End_Embedded",
-        "memory_mode": "Shared_Sram",
-        "vela_config": _file(tmp_path / "vela.ini", b"[System_Config.Mine]\ncore_clock=500e6\n"),
-        "a16w8": True,
-        "bundle_path": tmp_path / "m.bpte",
-        "etrecord_path": tmp_path / "m.etrecord",
-        "sram_budget": 512 * 1024,
-        "flash_budget": 2 * 1024 * 1024,
         "keep_float": ("block1",),
+        "settings": ArmSettings(a16w8=True),
+    }
+
+
+def settings_variants(tmp_path: Path) -> dict[type, dict[str, Any]]:
+    """One value per field of each backend's settings that differs from its default (a new field must be added here)."""
+    return {
+        ArmSettings: {
+            "system_config": "Ethos_U55_High_End_Embedded",
+            "memory_mode": "Shared_Sram",
+            "vela_config": _file(tmp_path / "vela.ini", b"[System_Config.Mine]\ncore_clock=500e6\n"),
+            "a16w8": True,
+            "bundle_path": tmp_path / "m.bpte",
+            "etrecord_path": tmp_path / "m.etrecord",
+            "sram_budget": 512 * 1024,
+            "flash_budget": 2 * 1024 * 1024,
+        },
+        CoreMLSettings: {
+            "pass_names": ("common::dead_code_elimination",),
+            "recipe": _file(tmp_path / "recipe.toml", b'[global]\nmode = "palettize"\nnbits = 4\n'),
+            "shapes": (("x", ((1, 1, 49, 10), (1, 1, 98, 10))),),
+        },
     }
 
 
@@ -76,11 +91,25 @@ def test_every_option_field_is_in_the_key(ds_cnn, tmp_path):
     assert key(ds_cnn) == base, "the key is not stable within a process"
 
 
+def test_every_settings_field_of_every_backend_is_in_the_key(ds_cnn, tmp_path):
+    changed = settings_variants(tmp_path)
+    assert set(changed) == {backend.settings_type for backend in targets.BACKENDS.values()}
+    for settings_type, values in changed.items():
+        fields = {f.name for f in dataclasses.fields(settings_type)}
+        assert set(values) == fields, f"add a variant for the new {settings_type.__name__} fields {sorted(fields - set(values))}"
+        target = next(t for t in targets.TARGETS.values() if targets.backend_of(t).settings_type is settings_type)
+        plain = LowerOptions(target)
+        for name, value in values.items():
+            options = LowerOptions(target, settings=settings_type(**{name: value}))
+            assert key(ds_cnn, options, batches=[]) != key(ds_cnn, plain, batches=[]), f"field {name} is not in the key"
+            assert cache_key.zoo_key("ds_cnn", options) != cache_key.zoo_key("ds_cnn", plain), f"field {name} is not in the zoo key"
+
+
 def test_an_output_location_counts_by_presence_not_by_path_or_old_content(ds_cnn, tmp_path):
     old = tmp_path / "old.bpte"
     old.write_bytes(b"an earlier bundle")
-    here = dataclasses.replace(BASE, bundle_path=tmp_path / "new.bpte")
-    there = dataclasses.replace(BASE, bundle_path=old)
+    here = dataclasses.replace(BASE, settings=ArmSettings(bundle_path=tmp_path / "new.bpte"))
+    there = dataclasses.replace(BASE, settings=ArmSettings(bundle_path=old))
     assert key(ds_cnn, here, batches=[]) == key(ds_cnn, there, batches=[])
     assert key(ds_cnn, here, batches=[]) != key(ds_cnn, BASE, batches=[])
 
@@ -264,7 +293,7 @@ def test_the_converter_text_in_the_key_is_pinned(tmp_path, monkeypatch):
         (tmp_path / folder).mkdir()
     user = _converter(tmp_path / "mine" / "model-converter", b"#!/bin/sh\necho mine\n")
     monkeypatch.setenv("MODEL_CONVERTER_PATH", str(user))
-    assert cache_key.converter_fingerprint() == "MODEL_CONVERTER_PATH:" + hashlib.sha256(b"#!/bin/sh\necho mine\n").hexdigest()
+    assert converter_fingerprint() == "MODEL_CONVERTER_PATH:" + hashlib.sha256(b"#!/bin/sh\necho mine\n").hexdigest()
     monkeypatch.delenv("MODEL_CONVERTER_PATH")
     binaries = tmp_path / "site" / "model_converter" / "binaries" / "bin"
     binaries.mkdir(parents=True)
@@ -272,10 +301,10 @@ def test_the_converter_text_in_the_key_is_pinned(tmp_path, monkeypatch):
     packaged = _converter(binaries / "model-converter", b"#!/bin/sh\necho packaged\n")
     monkeypatch.delitem(sys.modules, "model_converter", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    assert cache_key.converter_fingerprint() == "packaged"
+    assert converter_fingerprint() == "packaged"
     packaged.chmod(0o644)
     on_path = _converter(tmp_path / "bin" / "model-converter", b"#!/bin/sh\necho path\n")
     monkeypatch.setenv("PATH", str(on_path.parent))
-    assert cache_key.converter_fingerprint() == "PATH:" + hashlib.sha256(b"#!/bin/sh\necho path\n").hexdigest()
+    assert converter_fingerprint() == "PATH:" + hashlib.sha256(b"#!/bin/sh\necho path\n").hexdigest()
     on_path.unlink()
-    assert cache_key.converter_fingerprint() == "none"
+    assert converter_fingerprint() == "none"

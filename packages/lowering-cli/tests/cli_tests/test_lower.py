@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from lowerkit.cli import targets
+from lowerkit.cli.backends.arm.targets import ETHOS_U_CONFIGS
 
 #: The smallest zoo model each target applies to (the full sweep is tools/e2e/sweep.py).
 SMALLEST = {"coreml": "conv_linear", "arm": "ds_cnn"}
 
 
 #: Ethos-U configurations beyond the first two are lowered, stock vs lowerkit, in tests/arm_targets.
-EXTRA_ETHOS_U = {f"ethos-u{npu}-{macs}" for npu, macs in targets.ETHOS_U_CONFIGS} - {"ethos-u55-128", "ethos-u85-256"}
+EXTRA_ETHOS_U = {f"ethos-u{npu}-{macs}" for npu, macs in ETHOS_U_CONFIGS} - {"ethos-u55-128", "ethos-u85-256"}
 
 
 @pytest.mark.parametrize("target", [t for t in targets.TARGETS if t not in EXTRA_ETHOS_U])

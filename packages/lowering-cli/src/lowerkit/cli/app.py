@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lowerkit.cli import atomic, debug_command, inspect_pte, targets
+from lowerkit.cli.backend import Given
+from lowerkit.cli.backend_flags import backend_flags, parsed, written_files
 from lowerkit.cli.cache import commands as cache_commands
 from lowerkit.cli.daemon import commands as daemon_commands
-from lowerkit.cli.errors import CliError, UsageError
+from lowerkit.cli.errors import CliError
 from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions
 from lowerkit.cli.sources.flags import source_options
@@ -92,21 +94,9 @@ def models_command(check: bool, as_json: bool) -> None:
 @click.option("-t", "--target", "target_name", required=True, help="Target (see 'lowerkit targets').")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="The .pte to write.")
 @click.option("--calibration", type=click.Path(path_type=Path), help="A .pt file or folder of saved input tensors.")
-@click.option("--coreml-passes", help="Core ML MIL pass names, comma-separated, or @FILE (one per line).")
-@click.option("--recipe", type=click.Path(path_type=Path), help="Core ML compression recipe (TOML, see README) for -t coreml / coreml-fp32.")
-@click.option("--shapes", help="Core ML enumerated input shapes: NAME=1x3x32x32,1x3x64x64[;NAME2=...].")
-@click.option("--mlpackage", type=click.Path(path_type=Path), help="Also write the Core ML model package here.")
-@click.option("--tosa-dir", type=click.Path(path_type=Path), help="Also write the TOSA flatbuffers into this folder.")
+@backend_flags("lower")
 @click.option("--report", type=click.Path(path_type=Path), help="Write a JSON report (steps, passes, sizes; Ethos-U: Vela's NPU report).")
 @click.option("--verify", is_flag=True, help="Check the result against the float model (see README).")
-@click.option("--system-config", help="Ethos-U: Vela system config (default: ExecuTorch's for the target).")
-@click.option("--memory-mode", help="Ethos-U: Vela memory mode (default: ExecuTorch's for the target).")
-@click.option("--vela-config", type=click.Path(path_type=Path), help="Ethos-U: a Vela .ini (default: Vela's Arm/vela.ini).")
-@click.option("--a16w8", is_flag=True, help="Ethos-U: int16 activations, int8 weights (tosa-int16 always is).")
-@click.option("--bundle", type=click.Path(path_type=Path), help="Arm: also write a bundled program (.bpte) with reference outputs.")
-@click.option("--etrecord", type=click.Path(path_type=Path), help="Arm: also write an ETRecord for ExecuTorch's Inspector.")
-@click.option("--sram-budget", help="Ethos-U: fail, writing nothing, if Vela's SRAM use passes this (e.g. 512KiB).")
-@click.option("--flash-budget", help="Ethos-U: fail, writing nothing, if Vela's flash use passes this (e.g. 2MiB).")
 @click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable; see 'lowerkit debug').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
@@ -117,21 +107,9 @@ def lower_command(
     target_name: str,
     output: Path,
     calibration: Path | None,
-    coreml_passes: str | None,
-    recipe: Path | None,
-    shapes: str | None,
-    mlpackage: Path | None,
-    tosa_dir: Path | None,
+    given: Given,
     report: Path | None,
     verify: bool,
-    system_config: str | None,
-    memory_mode: str | None,
-    vela_config: Path | None,
-    a16w8: bool,
-    bundle: Path | None,
-    etrecord: Path | None,
-    sram_budget: str | None,
-    flash_budget: str | None,
     keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
@@ -144,16 +122,10 @@ def lower_command(
     # Parse (the outputs must be writable before a pass file is read).
     target = targets.get(target_name)
     backend = targets.backend_of(target)
-    for path in (output, report, bundle, etrecord):
+    for path in (output, report, *written_files(given)):
         if path is not None:
             atomic.check_writable(path)
-    given = {
-        "--system-config": system_config, "--memory-mode": memory_mode, "--vela-config": vela_config,
-        "--sram-budget": sram_budget, "--flash-budget": flash_budget, "--a16w8": a16w8,
-        "--bundle": bundle, "--etrecord": etrecord, "--tosa-dir": tosa_dir, "--mlpackage": mlpackage,
-        "--coreml-passes": _pass_names(coreml_passes) if coreml_passes else None,
-        "--recipe": recipe, "--shapes": shapes,
-    }  # fmt: skip
+    given = parsed(given)
     # Validate the options against the target's backend, before any work.
     setting_warnings: list[str] = []
     settings = targets.check_options(target, given, warn=setting_warnings)
@@ -170,7 +142,7 @@ def lower_command(
         from lowerkit.cli import model_source
 
         kept_float = kept.check(keep_float, model_source.load(model, source_options), target)
-    options = LowerOptions(target, calibration_path=calibration, verify=verify, keep_float=kept_float, **settings)
+    options = LowerOptions(target, calibration_path=calibration, verify=verify, keep_float=kept_float, settings=settings)
     # Lower, through the cache.
     lowered = cached.lower_model(model, options, steps=steps, cache=cache, source_options=source_options)
     lowered.warnings[:0] = setting_warnings
@@ -256,22 +228,8 @@ def inspect_command(path: Path, weights: bool, as_json: bool) -> None:
         click.echo(f"  method {method.name}: {method.inputs} inputs, {method.outputs} outputs")
         for delegate in method.delegates:
             click.echo(f"    delegate {delegate.backend_id}: payload {delegate.payload_bytes:,} bytes")
-            for name, listed in inspect_pte.enumerated_shapes(delegate.compile_specs).items():
-                click.echo(f"      input {name}: enumerated shapes {' | '.join('x'.join(map(str, s)) for s in listed)}")
-            if delegate.weights is not None:
-                formats = ", ".join(f"{op} x{n}" for op, n in delegate.weights["constexpr_ops"].items())
-                click.echo(
-                    f"      Core ML spec v{delegate.weights['spec_version']}; compressed weights: "
-                    f"{formats or 'none (dense)'}; decoded {delegate.weights['decoded_weights']} tensors"
-                )
-            if delegate.vela is not None:
-                vela = delegate.vela
-                scratch = f"{vela['scratch_bytes']:,}" if vela["scratch_bytes"] is not None else "?"
-                click.echo(
-                    f"      Vela: {vela.get('accelerator-config', '?')}, {vela.get('system-config', '?')}, "
-                    f"{vela.get('memory-mode', '?')}; command stream {vela['command_stream_bytes']:,} bytes, "
-                    f"weights {vela['weight_bytes']:,} bytes, scratch {scratch} bytes"
-                )
+            for line in inspect_pte.delegate_lines(delegate):
+                click.echo(line)
         click.echo(f"    ops on CPU: {', '.join(method.cpu_ops) if method.cpu_ops else 'none'}")
 
 
@@ -281,10 +239,8 @@ def _inspect_report(data: dict[str, Any], as_json: bool) -> None:
         return
     click.echo(f"report of {data['output']}: {data['model']} for {data['target']}, {data['pte_bytes']:,} bytes")
     click.echo(f"  ops on CPU: {', '.join(data['cpu_ops']) or 'none'}")
-    if data.get("npu"):
-        from lowerkit.cli.npu import render
-
-        for line in render(data["npu"]):
+    for backend in targets.BACKENDS.values():
+        for line in backend.report_lines(data):
             click.echo(line)
     for warning in data.get("warnings", []):
         click.echo(f"  warning: {warning}")
@@ -308,8 +264,6 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
     """Lower zoo models to several targets, verify them, and print time, size and checks."""
     from lowerkit.cli import lowering, model_source
     from lowerkit.cli.progress import Steps
-    from lowerkit.cli.verify import COREML_CANNOT_RUN
-
     output_dir.mkdir(parents=True, exist_ok=True)
     click.echo(f"{'model':<18} {'target':<18} {'seconds':>8} {'bytes':>10}  {'delegates':<22} verify")
     for model_name, target_name in DEMO_RUNS:
@@ -326,27 +280,13 @@ def demo_command(output_dir: Path, quiet: bool) -> None:
             f"{targets.backend_of(target).short_verification(lowered.verification)}"
         )
     click.echo(f"wrote {len(DEMO_RUNS)} programs to {output_dir}/ (inspect them with 'lowerkit inspect')")
-    click.echo(COREML_CANNOT_RUN + ".")
+    for backend in targets.BACKENDS.values():
+        if backend.demo and backend.verify_caveat:
+            click.echo(backend.verify_caveat + ".")
 
 
-#: (zoo model, target) pairs the demo lowers: each backend family and quantization style once.
-DEMO_RUNS: list[tuple[str, str]] = [
-    ("conv_linear", "coreml"),
-    ("resnet8", "coreml-int8"),
-    ("tiny_lm", "coreml-w4"),
-    ("ds_cnn", "tosa-int"),
-    ("cnn9_layernorm", "ethos-u55-128"),
-]
-
-
-def _pass_names(value: str) -> list[str]:
-    if value.startswith("@"):
-        path = Path(value[1:])
-        if not path.is_file():
-            raise UsageError(f"Core ML pass file '{path}' does not exist")
-        lines = path.read_text().splitlines()
-        return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    return [name.strip() for name in value.split(",") if name.strip()]
+#: (zoo model, target) pairs the demo lowers: each backend's (`Backend.demo`), in `lowerkit targets` order.
+DEMO_RUNS: list[tuple[str, str]] = [run for backend in targets.BACKENDS.values() for run in backend.demo]
 
 
 def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
@@ -356,12 +296,11 @@ def _summary(lowered: Lowered, output: Path) -> dict[str, Any]:
         "output": str(output),
         "pte_bytes": len(lowered.pte),
         "seconds": lowered.seconds,
-        "tosa_bytes": {name: len(data) for name, data in lowered.tosa.items()},
+        **lowered.report,
         "passes": lowered.passes,
         "cpu_ops": lowered.cpu_ops,
         "verification": lowered.verification,
         "warnings": lowered.warnings,
-        **({"npu": lowered.npu} if lowered.npu else {}),
         "cache": lowered.cache,
     }
 

@@ -1,11 +1,14 @@
 """The backend seam: what one backend family (Arm, Core ML) answers for its targets.
 
-A `Backend` declares its targets and the `lower` / `debug` options only some targets take
-(`TargetOption`), and, for a target of its own, checks the options given (`settings`),
-lowers, verifies, debugs and says what it made (`short_verification`, `result_lines`).
-`targets` registers the backends; every other module asks it for a target's backend and
-never branches on a family's name. Importing a backend imports no torch: its library loads
-when it lowers.
+A `Backend` declares, as data, its targets and the `lower` / `debug` options only some
+targets take (`TargetOption`: flag, help, which targets take it, the field of its settings it
+fills, whether FLEET.toml takes it); the commands' flags and the fleet file's keys are made
+from those declarations. For a target of its own it checks the options given (`settings`),
+lowers, verifies, debugs, says what it made (`report` fields, `result_lines`,
+`short_verification`), adds to the cache key (`cache_key_extras`) and reads its delegates'
+payloads and report fields back (`decoders`, `report_lines`, `report_figures`). `targets`
+registers the backends; every other module asks it and never names a family. Importing a
+backend imports no torch: its library loads when it lowers.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lowerkit.cli.options import LowerOptions, Target
 from lowerkit.cli.progress import Steps
@@ -40,14 +43,46 @@ def _no_hint(target: Target) -> str:
     return ""
 
 
+def _unchecked(target: Target, value: Any) -> Any:
+    return value
+
+
+def _as_parsed(value: Any) -> Any:
+    return value
+
+
+def _no_figures(decoded: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class TargetOption:
-    """A command-line option only some targets take, and what the other targets say to it."""
+    """A command-line option only some targets take: how it parses, where its value goes, and
+    what the targets that do not take it say to it."""
 
     flag: str
     #: Who takes it, as the refusal names them ("Core ML targets").
     applies_to: str
     takes: Callable[[Target], bool]
+    #: Its `--help` text.
+    help: str = ""
+    #: How the command line gives it: text, a path, or an on/off flag.
+    kind: Literal["text", "path", "flag"] = "text"
+    #: The command that takes it.
+    command: Literal["lower", "debug"] = "lower"
+    #: The field of the backend's `settings_type` it fills (None: an output `write_outputs` writes).
+    field: str | None = None
+    #: The value the field holds, checked for the target: a UsageError (one line) otherwise.
+    convert: Callable[[Target, Any], Any] = _unchecked
+    #: The command line's text as `convert` takes it (e.g. "a,b" -> ["a", "b"]); FLEET.toml
+    #: gives that form itself.
+    parse: Callable[[Any], Any] = _as_parsed
+    #: A file `lower` writes: checked writable before any work.
+    writes: bool = False
+    #: Whether FLEET.toml takes it, as `fleet_key` (a path there is relative to the file).
+    fleet: bool = False
+    #: In FLEET.toml a list of these ("MIL pass names"); None: one value, as on the command line.
+    fleet_list: str | None = None
     #: For a target that does not take it: a warning if the target ignores it (as upstream
     #: does), None if it refuses it.
     ignored: Callable[[Target], str | None] = _not_ignored
@@ -56,10 +91,32 @@ class TargetOption:
     #: The refusal's wording.
     refusal_text: str = "{flag} applies to {applies_to}, not '{target}'"
 
+    @property
+    def fleet_key(self) -> str:
+        """Its FLEET.toml key: the flag in snake case ("--coreml-passes" -> "coreml_passes")."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
     def refusal(self, target: Target, name: str | None = None) -> str:
         """The one-line error for a `target` that does not take it; `name` in place of the flag (a FLEET.toml key)."""
         text = self.refusal_text.format(flag=name or self.flag, applies_to=self.applies_to, target=target.name)
         return text + self.hint(target)
+
+
+@dataclass(frozen=True)
+class PayloadDecoder:
+    """How `inspect` and `compare` read the payload of one kind of delegate in a .pte (standard library)."""
+
+    #: The delegate's backend id in the .pte ("EthosUBackend").
+    backend_id: str
+    #: Its key in each delegate of `inspect --json` (null for the other delegates).
+    key: str
+    #: (payload, compile specs, whether `inspect --weights` asks for the costly decoding) ->
+    #: JSON-ready figures, or None.
+    decode: Callable[[bytes, Mapping[str, str], bool], dict[str, Any] | None]
+    #: `inspect`'s lines for such a delegate: (compile specs, decoded figures or None) -> lines.
+    lines: Callable[[Mapping[str, str], dict[str, Any] | None], list[str]]
+    #: `compare`'s rows for decoded figures.
+    figures: Callable[[dict[str, Any]], dict[str, Any]] = _no_figures
 
 
 @dataclass(frozen=True)
@@ -71,9 +128,10 @@ class DebugRequest:
     #: Where the error starts, in the backend's unit (None: its default).
     threshold: float | None
     scan: int
-    bisect: bool
     target_sqnr: float
     search: int
+    #: The backend's own `debug` options the target takes, by flag (see `TargetOption.command`).
+    given: Given
 
 
 class Backend(ABC):
@@ -85,17 +143,44 @@ class Backend(ABC):
     title: str
     #: The modules its lowering imports (a daemon imports them ahead).
     preload: tuple[str, ...]
+    #: The distributions whose versions decide its programs' bytes (`cache.key.toolchain_fingerprint`).
+    toolchain: tuple[str, ...] = ()
+    #: lowerkit's packages it lowers with, as (distribution, package under `lowerkit/`): their
+    #: versions and source are in the cache key.
+    lowerkit_packages: tuple[tuple[str, str], ...] = ()
+    #: The top-level third-party packages its lowering imports (a daemon that imported other
+    #: versions is not used: `daemon.fingerprint`).
+    libraries: tuple[str, ...] = ()
     #: (verification key, label) pairs `short_verification` reads, most telling first.
     verification_figures: tuple[tuple[str, str], ...]
+    #: What `--verify` cannot check for it, said once after the demo ("" for nothing).
+    verify_caveat: str = ""
     targets: tuple[Target, ...]
     options: tuple[TargetOption, ...]
+    #: The frozen dataclass of its settings (`LowerOptions.settings`), every field defaulted.
+    settings_type: type
+    #: How `inspect` and `compare` read its delegates.
+    decoders: tuple[PayloadDecoder, ...] = ()
+    #: (zoo model, target) pairs `lowerkit demo` lowers.
+    demo: tuple[tuple[str, str], ...] = ()
 
-    @abstractmethod
-    def settings(self, target: Target, given: Given) -> dict[str, Any]:
-        """The `LowerOptions` fields of `given` for `target`, checked: a UsageError (one line) otherwise.
+    def settings(self, target: Target, given: Given) -> Any:
+        """Its `settings_type` for the options `given` (each `TargetOption.convert`ed for `target`):
+        None when every field keeps its default, so that an unset lowering has one cache key.
 
         `given` holds only options `target` takes (`targets.check_options` refused the rest).
         """
+        values = {
+            option.field: option.convert(target, given[option.flag])
+            for option in self.options
+            if option.field is not None and option.flag in given
+        }
+        settings = self.settings_type(**values)
+        return None if settings == self.settings_type() else settings
+
+    def settings_of(self, options: LowerOptions) -> Any:
+        """`options.settings`, or its defaults when None."""
+        return options.settings if options.settings is not None else self.settings_type()
 
     @abstractmethod
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
@@ -117,9 +202,10 @@ class Backend(ABC):
         """The name pattern of `target`'s group (e.g. "ethos-u*"), for messages that list targets."""
         return None
 
-    def runs_model_converter(self, target: Target) -> bool:
-        """Whether lowering `target` runs Arm's model converter (its binary is in the cache key)."""
-        return False
+    def cache_key_extras(self, target: Target) -> dict[str, str]:
+        """What the cache key needs for `target` beyond the options and the toolchain, by tag
+        (e.g. a binary of the user's own the lowering runs)."""
+        return {}
 
     def write_outputs(self, lowered: Lowered, options: LowerOptions, given: Given) -> list[str]:
         """Write the extra outputs `options` and `given` ask for; a line for each, for the terminal."""
@@ -128,6 +214,14 @@ class Backend(ABC):
     def result_lines(self, lowered: Lowered) -> list[str]:
         """Lines after `lower`'s "wrote" line about what the lowering made (an NPU report)."""
         return []
+
+    def report_lines(self, report: Mapping[str, Any]) -> list[str]:
+        """`inspect`'s lines for its fields of a `lower --report` file (`Lowered.report`)."""
+        return []
+
+    def report_figures(self, report: Mapping[str, Any]) -> dict[str, Any]:
+        """`compare`'s rows for its fields of a `lower --report` file."""
+        return {}
 
     def short_verification(self, check: dict[str, Any]) -> str:
         """A verification result in a few words: its SQNR (and max error in quanta), or that there was none."""

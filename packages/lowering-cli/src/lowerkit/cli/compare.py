@@ -1,8 +1,9 @@
 """`lowerkit compare A B`: what changed between two lowerings of one model (an ExecuTorch or Vela upgrade, a setting).
 
 Each side is a .pte (or .bpte) or a report written by `lowerkit lower --report`; a report
-brings Vela's cycles and memory and the --verify numerics, and the .pte it names when that
-file is still there. Standard library only.
+brings its backend's figures (`Backend.report_figures`: Vela's cycles and memory) and the
+--verify numerics, and the .pte it names when that file is still there; a delegate brings
+what its backend's decoder reads (`PayloadDecoder.figures`). Standard library only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowerkit.cli import inspect_files, inspect_pte
+from lowerkit.cli import inspect_files, inspect_pte, targets
 
 
 @dataclass
@@ -32,10 +33,7 @@ def _program(side: Side, data: bytes, where: str) -> None:
     side.values["delegates"] = ", ".join(d.backend_id for d in delegates) or "none"
     side.values["delegate payload bytes"] = sum(d.payload_bytes for d in delegates)
     for delegate in delegates:
-        if delegate.vela is not None:
-            side.values["Vela command stream bytes"] = delegate.vela["command_stream_bytes"]
-            side.values["Vela weight bytes"] = delegate.vela["weight_bytes"]
-            side.values["scratch bytes (from .pte)"] = delegate.vela["scratch_bytes"]
+        side.values.update(delegate.figures())
     if side.cpu_ops is None:
         side.cpu_ops = sorted({op for m in summary.methods for op in m.cpu_ops})
 
@@ -48,20 +46,8 @@ def load(path: Path) -> Side:
         data = inspect_files.report(path)
         side.values["target"] = data["target"]
         side.cpu_ops = list(data.get("cpu_ops", []))
-        npu = data.get("npu")
-        if npu:
-            totals = npu["totals"]
-            side.values.update({
-                "Vela version": npu["vela_version"],
-                "system config / memory mode": f"{npu['system_config']} / {npu['memory_mode']}",
-                "NPU cycles": totals["npu_cycles"],
-                "total cycles": totals["total_cycles"],
-                "SRAM bytes": totals["sram_bytes"],
-                "flash bytes": totals["flash_bytes"],
-                "scratch bytes": totals["scratch_bytes"],
-                "NPU layers": npu["ops"]["npu_layers"],
-                "Vela CPU layers": len(npu["ops"]["vela_cpu_layers"]),
-            })
+        for backend in targets.BACKENDS.values():
+            side.values.update(backend.report_figures(data))
         for key, value in (data.get("verification") or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 side.values[f"verify {key}"] = value

@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from lowerkit.cli import atomic, targets
-from lowerkit.cli.backend import DebugRequest
+from lowerkit.cli.backend import DebugRequest, Given
+from lowerkit.cli.backend_flags import backend_flags
 from lowerkit.cli.errors import CliError, UsageError
 from lowerkit.cli.options import Target
 from lowerkit.cli.sources.flags import as_arguments, source_options
@@ -39,11 +40,7 @@ from lowerkit.cli.sources.options import DEFAULT, SourceOptions
     help="Trial lowerings for the keep-float set search beyond the single-layer scan (0: single layers only).",
 )
 @click.option("--top", type=click.IntRange(min=1), default=12, show_default=True, help="Table rows to print.")
-@click.option(
-    "--bisect", is_flag=True,
-    help="Arm INT: name the first pass after which the lowered graph's outputs leave the fake-quant program's "
-    "(run anyway when the TOSA graph and the fake-quant program disagree beyond --threshold).",
-)
+@backend_flags("debug")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 @source_options
 def debug_command(
@@ -58,7 +55,7 @@ def debug_command(
     target_sqnr: float,
     search: int,
     top: int,
-    bisect: bool,
+    given: Given,
     quiet: bool,
     source_options: SourceOptions,
 ) -> None:
@@ -68,7 +65,7 @@ def debug_command(
     if not backend.debuggable(target):
         debuggable = targets.describe(lambda t: targets.backend_of(t).debuggable(t))
         raise UsageError(f"debug compares lowered layers with float: use {debuggable}; not '{target.name}'")
-    targets.check_applicable(target, {"--bisect": bisect}, warn=[])
+    taken = targets.check_applicable(target, given, warn=[])
     if output is not None:
         atomic.check_writable(output)
     from lowerkit.cli import calibration as calibration_data
@@ -83,7 +80,7 @@ def debug_command(
     batches = calibration_data.load(calibration, source, warn=warnings) if target.calibrates else []
     steps = Steps.for_terminal(quiet=quiet)
     with steps.step(f"debug {source.name} on {target.name}"):
-        request = DebugRequest(batches, names, threshold, scan, bisect, target_sqnr, search)
+        request = DebugRequest(batches, names, threshold, scan, target_sqnr, search, taken)
         report = _run(source, target, request)
     report.summary["total_seconds"] = round(sum(steps.seconds.values()), 1)
     report.summary["commands"] = _commands(model, target.name, calibration, names, report, source_options)

@@ -1,12 +1,15 @@
-"""Read a .pte file: its methods, delegates, payload sizes and the ops left on the CPU."""
+"""Read a .pte file: its methods, delegates, payload sizes and the ops left on the CPU.
+
+Each delegate's payload is read by its backend's `PayloadDecoder` (`targets.DECODERS`).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowerkit.cli import targets
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.pte_file import PlanEntry, read_plans
 
@@ -18,10 +21,23 @@ class Delegate:
     backend_id: str
     payload_bytes: int
     compile_specs: dict[str, str]
-    #: Core ML only, with `weights=True`: constexpr weight formats and decoded weights.
-    weights: dict[str, Any] | None = None
-    #: Ethos-U only: Vela's command stream, weight and scratch sizes and its settings.
-    vela: dict[str, Any] | None = None
+    #: What its backend's `PayloadDecoder` read from the payload (None: nothing, or no decoder).
+    decoded: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict: every decoder's key (null but for this delegate's own)."""
+        own = targets.DECODERS.get(self.backend_id)
+        return {
+            "backend_id": self.backend_id,
+            "payload_bytes": self.payload_bytes,
+            "compile_specs": self.compile_specs,
+            **{d.key: self.decoded if d is own else None for d in targets.DECODERS.values()},
+        }
+
+    def figures(self) -> dict[str, Any]:
+        """`compare`'s rows for what its decoder read."""
+        decoder = targets.DECODERS.get(self.backend_id)
+        return decoder.figures(self.decoded) if decoder is not None and self.decoded is not None else {}
 
 
 @dataclass(frozen=True)
@@ -46,7 +62,10 @@ class PteSummary:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return asdict(self)
+        data = asdict(self)
+        for method, summary in zip(data["methods"], self.methods, strict=True):
+            method["delegates"] = [delegate.to_json() for delegate in summary.delegates]
+        return data
 
 
 def payloads(data: bytes) -> list[tuple[str, bytes]]:
@@ -55,9 +74,10 @@ def payloads(data: bytes) -> list[tuple[str, bytes]]:
 
 
 def summarize(path: Path, *, weights: bool = False) -> PteSummary:
-    """Summarize the .pte at `path` (with Core ML weight formats if `weights`); UsageError if not a .pte.
+    """Summarize the .pte at `path` (with the costly payload decoding, e.g. weight formats, if
+    `weights`); UsageError if not a .pte.
 
-    Reads the file with the standard library; only Core ML weight formats import coremltools.
+    Reads the file with the standard library; only the costly decoding may import a backend's library.
     """
     if not path.is_file():
         raise UsageError(f"'{path}' does not exist")
@@ -71,27 +91,12 @@ def summarize_bytes(data: bytes, where: str, *, weights: bool = False) -> PteSum
         delegates = []
         for d in plan.delegates:
             specs = {key: _spec_text(value) for key, value in d.compile_specs}
-            delegates.append(
-                Delegate(
-                    backend_id=d.backend_id,
-                    payload_bytes=len(d.payload),
-                    compile_specs=specs,
-                    weights=_coreml_weights(d.payload) if weights and d.backend_id == "CoreMLBackend" else None,
-                    vela=_vela(d.payload, specs) if d.backend_id == "EthosUBackend" else None,
-                )
-            )
+            decoder = targets.DECODERS.get(d.backend_id)
+            decoded = decoder.decode(d.payload, specs, weights) if decoder is not None else None
+            delegates.append(Delegate(d.backend_id, len(d.payload), specs, decoded))
         cpu_ops = sorted({f"{name}.{overload}" if overload else name for name, overload in plan.operators})
         methods.append(Method(plan.name, plan.inputs, plan.outputs, delegates, cpu_ops))
     return PteSummary(where, len(data), methods)
-
-
-def _vela(payload: bytes, specs: dict[str, str]) -> dict[str, Any] | None:
-    from lowerkit.cli.vela_stream import summary
-
-    try:
-        return summary(payload, specs)
-    except (ValueError, KeyError):
-        return None
 
 
 def _read(data: bytes, where: str) -> list[PlanEntry]:
@@ -110,22 +115,7 @@ def _spec_text(value: bytes) -> str:
         return bytes(value).hex()
 
 
-def enumerated_shapes(compile_specs: dict[str, str]) -> dict[str, list[list[int]]]:
-    """A Core ML delegate's enumerated input shapes, from ExecuTorch's ``enumerated_shapes`` spec."""
-    text = compile_specs.get("enumerated_shapes")
-    if not text:
-        return {}
-    shapes: dict[str, list[list[int]]] = {}
-    try:
-        for _symbolic, (enumerations, names) in json.loads(text):
-            for name in names:
-                shapes[str(name)] = [[int(d) for d in shape] for shape in enumerations]
-    except (ValueError, TypeError):
-        return {"?": []}
-    return shapes
-
-
-def _coreml_weights(payload: bytes) -> dict[str, Any]:
-    from lowerkit.cli.coreml_payload import weight_summary
-
-    return weight_summary(payload)
+def delegate_lines(delegate: Delegate) -> list[str]:
+    """`inspect`'s lines for what its backend's decoder read from a delegate."""
+    decoder = targets.DECODERS.get(delegate.backend_id)
+    return decoder.lines(delegate.compile_specs, delegate.decoded) if decoder is not None else []

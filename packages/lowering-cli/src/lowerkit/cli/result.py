@@ -17,8 +17,6 @@ class Lowered:
     pte: bytes
     #: Wall seconds per step.
     seconds: dict[str, float] = field(default_factory=dict)
-    #: TOSA flatbuffers by name (Arm targets).
-    tosa: dict[str, bytes] = field(default_factory=dict)
     #: Per-pass profile rows of the backend pass pipeline, where there is one.
     passes: list[dict[str, Any]] = field(default_factory=list)
     #: Ops left on the CPU (not delegated).
@@ -29,9 +27,9 @@ class Lowered:
     reference: Any = field(default=None, repr=False)
     #: Verification results (--verify).
     verification: dict[str, Any] = field(default_factory=dict)
-    #: Ethos-U: Vela's NPU report (see `npu.npu_section`).
-    npu: dict[str, Any] = field(default_factory=dict)
-    #: Extra outputs by kind ("bundle": .bpte bytes, "etrecord": ETRecord bytes).
+    #: The backend's own fields of the `--report` JSON (JSON-ready; Arm: TOSA sizes, the NPU report).
+    report: dict[str, Any] = field(default_factory=dict)
+    #: The backend's extra files by name (Arm: "bundle", "etrecord", "tosa/partition0.tosa").
     extras: dict[str, bytes] = field(default_factory=dict, repr=False)
     #: How the lowering cache served it: "hit", "miss" or "off".
     cache: str = "off"

@@ -1,8 +1,9 @@
 """The lowering targets the CLI knows, each registered with the backend that lowers it.
 
-A target is declared once, as a row of its backend's table (`arm.TARGET_TABLE`,
-`coreml.TARGET_TABLE`); this module registers the backends and answers, for any target, its
-backend (`backend_of`) and whether the options given apply to it (`check_options`).
+A target is declared once, as a row of its backend's table (`backends.arm.targets.TARGET_TABLE`,
+`backends.coreml.targets.TARGET_TABLE`); this module registers the backends and answers, for
+any target, its backend (`backend_of`) and whether the options given apply to it
+(`check_options`), and for a delegate in a .pte, how to read its payload (`DECODERS`).
 """
 
 from __future__ import annotations
@@ -10,26 +11,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lowerkit.cli.arm import ARM, ETHOS_U_CONFIGS
-from lowerkit.cli.backend import Backend, Given, TargetOption, is_given
-from lowerkit.cli.coreml import COREML
+from lowerkit.cli.backend import Backend, Given, PayloadDecoder, TargetOption, is_given
+from lowerkit.cli.backends.arm.backend import ARM
+from lowerkit.cli.backends.coreml.backend import COREML
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import Target
 from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 __all__ = [
-    "BACKENDS", "ETHOS_U_CONFIGS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe",
-    "get", "option",
+    "BACKENDS", "DECODERS", "OPTIONS", "TARGETS", "backend_of", "check_applicable", "check_options", "describe", "get",
+    "option", "register",
 ]
 
 #: Every backend family, by `Target.backend`, in the order `lowerkit targets` lists them.
-BACKENDS: dict[str, Backend] = {backend.family: backend for backend in (COREML, ARM)}
+BACKENDS: dict[str, Backend] = {}
 
 #: Every `-t` target, by name.
-TARGETS: dict[str, Target] = {target.name: target for backend in BACKENDS.values() for target in backend.targets}
+TARGETS: dict[str, Target] = {}
 
 #: Every option only some targets take, by flag.
-OPTIONS: dict[str, TargetOption] = {option.flag: option for backend in BACKENDS.values() for option in backend.options}
+OPTIONS: dict[str, TargetOption] = {}
+
+#: How `inspect` and `compare` read a delegate's payload, by its backend id in the .pte.
+DECODERS: dict[str, PayloadDecoder] = {}
+
+
+def register(backend: Backend) -> None:
+    """Add `backend`, its targets, options and payload decoders to the registry.
+
+    Before `lowerkit.cli.app` is imported: the commands make their flags from `OPTIONS` then.
+    """
+    BACKENDS[backend.family] = backend
+    TARGETS.update({target.name: target for target in backend.targets})
+    OPTIONS.update({option.flag: option for option in backend.options})
+    DECODERS.update({decoder.backend_id: decoder for decoder in backend.decoders})
+
+
+for _backend in (COREML, ARM):
+    register(_backend)
 
 
 def get(name: str) -> Target:
@@ -75,8 +94,8 @@ def check_applicable(target: Target, given: Given, *, warn: list[str]) -> dict[s
     return taken
 
 
-def check_options(target: Target, given: Given, *, warn: list[str]) -> dict[str, Any]:
-    """The `LowerOptions` fields of the options `given`, checked for `target` before any work.
+def check_options(target: Target, given: Given, *, warn: list[str]) -> Any:
+    """The `LowerOptions.settings` of the options `given`, checked for `target` before any work.
 
     First whether each applies (`check_applicable`), then the target's backend's own checks.
     """

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from lowerkit.cli.sources.model import ModelSource
     from lowerkit.cli.sources.options import SourceOptions
 
-_TOSA = "tosa/"
 _EXTRA = "extra/"
 
 
@@ -127,25 +126,20 @@ def _to_entry(key: str, lowered: Lowered) -> Entry:
         "cpu_ops": lowered.cpu_ops,
         "warnings": lowered.warnings,
         "verification": lowered.verification,
-        "npu": lowered.npu,
+        "report": lowered.report,
     }
-    blobs = {
-        "pte": lowered.pte,
-        **{_TOSA + name: data for name, data in lowered.tosa.items()},
-        **{_EXTRA + kind: data for kind, data in lowered.extras.items()},
-    }
+    blobs = {"pte": lowered.pte, **{_EXTRA + name: data for name, data in lowered.extras.items()}}
     return Entry(key=key, summary=summary, blobs=blobs)
 
 
 def _from_entry(entry: Entry, model: str, options: LowerOptions, steps: Steps) -> Lowered:
     summary = entry.summary
     lowered = Lowered(model=model, target=options.target, pte=entry.blobs["pte"], seconds=steps.seconds)
-    lowered.tosa = {name.removeprefix(_TOSA): data for name, data in entry.blobs.items() if name.startswith(_TOSA)}
     lowered.passes = list(summary.get("passes", []))
     lowered.cpu_ops = list(summary.get("cpu_ops", []))
     lowered.warnings = list(summary.get("warnings", []))
     lowered.verification = dict(summary.get("verification", {}))
-    lowered.npu = dict(summary.get("npu", {}))
+    lowered.report = dict(summary.get("report", {}))
     lowered.extras = {name.removeprefix(_EXTRA): data for name, data in entry.blobs.items() if name.startswith(_EXTRA)}
     lowered.cache = "hit"
     return lowered

@@ -1,12 +1,12 @@
 """The cache key: one SHA-256 over everything that decides a lowering's bytes.
 
-Covered: every field of `LowerOptions` (walked generically, files named by path digested by
-content), the exported program (graph, signature, every weight and constant), the example
-inputs' shapes and dtypes, the calibration tensors, the source of lowerkit's packages, the
-versions of the toolchain, the machine's kind of CPU kernels (calibration rounds
-differently on AVX-512, AVX2 and scalar kernels) and, for the VGF targets, a model converter
-binary of the user's own by content (`converter_fingerprint`). Nothing here lowers;
-exporting is cheap next to lowering.
+Covered: every field of `LowerOptions` and of its backend's settings (walked generically, files
+named by path digested by content), the exported program (graph, signature, every weight and
+constant), the example inputs' shapes and dtypes, the calibration tensors, the source of
+lowerkit's packages, the versions of the toolchain, the machine's kind of CPU kernels
+(calibration rounds differently on AVX-512, AVX2 and scalar kernels) and what the target's
+backend adds (`Backend.cache_key_extras`: for the VGF targets, a model converter binary of the
+user's own by content). Nothing here lowers; exporting is cheap next to lowering.
 
 A `zoo:NAME` model needs none of that built: its module, weights, example inputs and
 calibration sampler are a function of lowerkit's zoo source (digested) and torch's version,
@@ -42,24 +42,16 @@ if TYPE_CHECKING:
     from lowerkit.cli.sources.model import Inputs, ModelSource
     from lowerkit.cli.sources.options import SourceOptions
 
-#: Bumped when the key or the entry layout changes meaning.
-KEY_FORMAT = "lowerkit-lowering-cache-1"
+#: Bumped when the key or the entry layout changes meaning (2: a backend's files under "extra/", its report
+#: fields under "report", its settings as one `LowerOptions.settings` field).
+KEY_FORMAT = "lowerkit-lowering-cache-2"
 
-#: Distributions whose versions decide the bytes.
-TOOLCHAIN = (
-    "torch", "executorch", "coremltools", "torchao", "tosa-tools", "ethos-u-vela", "ai-ml-sdk-model-converter", "numpy",
-)
+#: Distributions whose versions decide the bytes, whatever the backend (each adds its `Backend.toolchain`).
+TOOLCHAIN = ("torch", "executorch", "torchao", "numpy")
 
-#: lowerkit's packages: their versions and their source (a source edit is a new key).
-LOWERKIT_PACKAGES = (
-    ("lowerkit-pass-infra", "pass_infra"),
-    ("lowerkit-arm-passes", "arm_passes"),
-    ("lowerkit-coreml-quantizer", "coreml_quantizer"),
-    ("lowerkit-coreml-compiler-ops", "coreml_compiler_ops"),
-    ("lowerkit-coreml-preprocess", "coreml_preprocess"),
-    ("lowerkit", "cli"),
-    ("lowerkit", "zoo"),
-)
+#: lowerkit's packages every lowering runs: their versions and their source (a source edit is a new
+#: key); each backend adds its `Backend.lowerkit_packages`.
+LOWERKIT_PACKAGES = (("lowerkit-pass-infra", "pass_infra"), ("lowerkit", "cli"), ("lowerkit", "zoo"))
 
 #: CPU flags that choose torch's kernels (x86: AVX-512 / AVX2 / scalar; Arm: NEON / SVE).
 VECTOR_FLAGS = frozenset(
@@ -96,7 +88,7 @@ def lowering_key(source: ModelSource, options: LowerOptions, calibration: Sequen
     for index, batch in enumerate(calibration):
         digest.add(f"calibration-{index}", _tensors_fingerprint(batch, values=True))
     digest.add("toolchain", toolchain_fingerprint())
-    _add_converter(digest, options)
+    _add_backend_extras(digest, options)
     return digest.hexdigest()
 
 
@@ -107,7 +99,7 @@ def zoo_key(name: str, options: LowerOptions) -> str:
     digest.add("zoo-model", name)
     digest.add("options", options_fingerprint(options))
     digest.add("toolchain", toolchain_fingerprint())
-    _add_converter(digest, options)
+    _add_backend_extras(digest, options)
     return digest.hexdigest()
 
 
@@ -159,7 +151,7 @@ def source_key(model: str, source_options: SourceOptions, options: LowerOptions)
     digest.add("source-options", options_fingerprint(source_options))
     digest.add("options", options_fingerprint(options))
     digest.add("toolchain", toolchain_fingerprint())
-    _add_converter(digest, options)
+    _add_backend_extras(digest, options)
     return digest.hexdigest()
 
 
@@ -168,28 +160,11 @@ def file_digest(path: Path) -> str:
     return _binary_digest(path)
 
 
-def _add_converter(digest: _Digest, options: LowerOptions) -> None:
+def _add_backend_extras(digest: _Digest, options: LowerOptions) -> None:
     from lowerkit.cli.targets import backend_of
 
-    if backend_of(options.target).runs_model_converter(options.target):
-        digest.add("model-converter", converter_fingerprint())
-
-
-def converter_fingerprint() -> str:
-    """The model converter a VGF lowering runs, found by ``arm_passes.converter.find_model_converter``.
-
-    A binary named by ``MODEL_CONVERTER_PATH``, or found on ``PATH`` when no package ships one,
-    is the user's own: keyed by its bytes. The one ``ai-ml-sdk-model-converter`` installs is
-    keyed by that distribution's version (in `toolchain_fingerprint`).
-    """
-    from lowerkit.arm_passes import (
-        converter,  # only VGF keys need it (a Core ML key loads no Arm module)
-    )
-
-    source, path = converter.find_model_converter()
-    if path is None or source in ("packaged", "none"):
-        return source
-    return f"{converter.ENV if source == 'user' else 'PATH'}:{_binary_digest(path)}"
+    for tag, text in backend_of(options.target).cache_key_extras(options.target).items():
+        digest.add(tag, text)
 
 
 def _binary_digest(path: Path) -> str:
@@ -208,8 +183,9 @@ def _stamped_digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def options_fingerprint(options: LowerOptions | SourceOptions) -> str:
-    """Every field of `options`, by name, as text (input paths by content, output locations by
-    whether they are asked for); a field of unknown type fails."""
+    """Every field of `options` (and of a dataclass in one: a backend's settings), by name, as text
+    (input paths by content, output locations by whether they are asked for); a field of unknown
+    type fails."""
     return "\n".join(
         f"{field.name}={_encode(_requested(field, getattr(options, field.name)))}"
         for field in dataclasses.fields(options)
@@ -233,7 +209,7 @@ def _encode(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(f"{_encode(k)}:{_encode(v)}" for k, v in sorted(value.items(), key=repr)) + "}"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        inner = ",".join(f"{f.name}={_encode(getattr(value, f.name))}" for f in dataclasses.fields(value))
+        inner = ",".join(f"{f.name}={_encode(_requested(f, getattr(value, f.name)))}" for f in dataclasses.fields(value))
         return f"{type(value).__name__}({inner})"
     raise TypeError(
         f"the lowering cache key cannot encode a {type(value).__name__} option value; "
@@ -272,15 +248,20 @@ def program_fingerprint(program: torch.export.ExportedProgram) -> str:
 
 
 def toolchain_fingerprint() -> str:
-    """The versions of the toolchain and of lowerkit's packages, and the digest of lowerkit's source."""
+    """The versions of the toolchain and of lowerkit's packages (every registered backend's: a key
+    changes with any backend's toolchain, as it did before the backends were split), and the
+    digest of lowerkit's source."""
     return _toolchain_fingerprint()
 
 
 @cache
 def _toolchain_fingerprint() -> str:
+    from lowerkit.cli.targets import BACKENDS
+
+    backends = BACKENDS.values()
     lines = [f"python={sys.version_info.major}.{sys.version_info.minor}", f"machine={machine_fingerprint()}"]
-    lines += [f"{name}={distribution_version(name)}" for name in TOOLCHAIN]
-    for distribution, package in LOWERKIT_PACKAGES:
+    lines += [f"{name}={distribution_version(name)}" for name in (*TOOLCHAIN, *(n for b in backends for n in b.toolchain))]
+    for distribution, package in (*LOWERKIT_PACKAGES, *(p for b in backends for p in b.lowerkit_packages)):
         lines.append(f"{distribution}={distribution_version(distribution)}")
         lines.append(f"lowerkit.{package} source={_source_digest(package)}")
     return "\n".join(lines)

@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-#: Top-level packages whose location and install time decide what the daemon imported.
-PACKAGES = ("torch", "torchao", "executorch", "coremltools", "tosa_serializer", "ethosu", "numpy", "click")
+#: Top-level packages whose location and install time decide what the daemon imported, whatever
+#: the backend (each adds its `Backend.libraries`).
+PACKAGES = ("torch", "torchao", "executorch", "numpy", "click")
 
 #: Environment variables (or prefixes) read at import time by torch, its kernels or lowerkit.
 IMPORT_TIME_ENV = ("ATEN_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "PYTORCH_", "TQDM_", "LOWERKIT_DEBUG", "LD_")
@@ -39,8 +40,10 @@ def _stamp(path: Path) -> str:
 
 def parts() -> list[str]:
     """What the fingerprint covers, one line each (what `fingerprint()` hashes)."""
+    from lowerkit.cli.targets import BACKENDS
+
     lines = [os.path.realpath(sys.executable), sys.version]
-    for name in PACKAGES:
+    for name in (*PACKAGES, *(library for backend in BACKENDS.values() for library in backend.libraries)):
         for location in _package_locations(name):
             init = location / "__init__.py" if location.is_dir() else location
             lines.append(f"{name}={_stamp(init)}")

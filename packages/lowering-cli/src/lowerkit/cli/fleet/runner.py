@@ -111,8 +111,8 @@ def _lower(job: Job, out_dir: Path, settings: CacheSettings, start: float) -> Ro
     from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
     target = targets.get(job.target)
-    fields = targets.check_options(target, {"--coreml-passes": job.coreml_passes}, warn=[])
-    options = LowerOptions(target, calibration_path=job.calibration, verify=job.verify, **fields)
+    backend_settings = targets.check_options(target, dict(job.given), warn=[])
+    options = LowerOptions(target, calibration_path=job.calibration, verify=job.verify, settings=backend_settings)
     lowered = cached.lower_model(job.model, options, steps=Steps(show=False), cache=settings, source_options=job.source)
     output = out_dir / job.output_name
     write_bytes_atomically(output, lowered.pte)

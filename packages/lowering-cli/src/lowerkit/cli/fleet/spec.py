@@ -9,6 +9,9 @@
     coreml_passes = ["common::dead_code_elimination"]   # optional, Core ML targets
     weights = "resnet8.safetensors" # optional, relative to FLEET.toml; and task, random_weights,
                                     # sequence_length, image_size as the `lower` options say
+
+A backend's option is a key too where its `TargetOption` says `fleet` (`--sram-budget` is
+`sram_budget`; a path is relative to FLEET.toml), refused for a target that does not take it.
 """
 
 from __future__ import annotations
@@ -20,13 +23,31 @@ from pathlib import Path
 from typing import Any
 
 from lowerkit.cli import targets
+from lowerkit.cli.backend import TargetOption, is_given
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import DEFAULT, TASKS, SourceOptions
 
-KEYS = {
-    "model": str, "targets": list, "calibration": str, "coreml_passes": list, "verify": bool,
+#: The keys of every [[lower]], and their TOML types (and the backends' `fleet_keys`).
+COMMON_KEYS = {
+    "model": str, "targets": list, "calibration": str, "verify": bool,
     "weights": str, "task": str, "random_weights": bool, "sequence_length": int, "image_size": int,
 }
+
+
+def fleet_keys() -> dict[str, TargetOption]:
+    """The backends' options FLEET.toml takes, by key (`TargetOption.fleet`)."""
+    return {option.fleet_key: option for option in targets.OPTIONS.values() if option.fleet and option.command == "lower"}
+
+
+def _fleet_type(option: TargetOption) -> type:
+    if option.fleet_list is not None:
+        return list
+    return bool if option.kind == "flag" else str
+
+
+def keys() -> dict[str, type]:
+    """Every key a [[lower]] takes, and its TOML type."""
+    return {**COMMON_KEYS, **{key: _fleet_type(option) for key, option in fleet_keys().items()}}
 _HEADER = re.compile(r"^\s*\[\[\s*lower\s*\]\]")
 
 
@@ -38,10 +59,11 @@ class Job:
     model: str
     target: str
     calibration: Path | None
-    coreml_passes: tuple[str, ...] | None
     verify: bool
     #: How the model is built (weights file, task, random weights, input sizes).
     source: SourceOptions = DEFAULT
+    #: The backend options given, by flag, as `targets.check_options` takes them.
+    given: tuple[tuple[str, Any], ...] = ()
 
     @property
     def output_name(self) -> str:
@@ -72,7 +94,7 @@ def load(path: Path) -> list[Job]:
     defaults = document.get("defaults", {})
     if not isinstance(defaults, dict):
         raise where.error(where.top_level("defaults"), "'defaults' must be a table: [defaults]")
-    _check_keys(defaults, where, lambda key: where.in_defaults(key), allowed=set(KEYS) - {"model", "targets"})
+    _check_keys(defaults, where, lambda key: where.in_defaults(key), allowed=set(keys()) - {"model", "targets"})
     entries = document.get("lower", [])
     if not isinstance(entries, list) or not entries:
         raise UsageError(f"{path}: no lowerings; add a [[lower]] table with model = ... and targets = [...]")
@@ -80,7 +102,7 @@ def load(path: Path) -> list[Job]:
     seen: dict[str, int] = {}
     for number, entry in enumerate(entries):
         locate = lambda key, n=number: where.in_entry(n, key)  # noqa: E731
-        _check_keys(entry, where, locate, allowed=set(KEYS))
+        _check_keys(entry, where, locate, allowed=set(keys()))
         merged = {**defaults, **entry}
         for required in ("model", "targets"):
             if required not in merged:
@@ -94,9 +116,7 @@ def load(path: Path) -> list[Job]:
             names = [e.name for e in catalogue.ENTRIES]
             if model.removeprefix("zoo:") not in names:
                 raise where.error(locate("model"), f"unknown zoo model '{model}'; one of: {', '.join(names)}")
-        passes = merged.get("coreml_passes")
-        if passes is not None and not all(isinstance(p, str) for p in passes):
-            raise where.error(locate("coreml_passes"), "'coreml_passes' must be a list of MIL pass names")
+        given = _backend_options(merged, path, where, locate)
         source = _source_options(merged, entry, path, where, locate)
         calibration = merged.get("calibration")
         calibration_path = (path.parent / calibration) if calibration is not None else None
@@ -108,17 +128,17 @@ def load(path: Path) -> list[Job]:
                 target = targets.get(target_name)
             except UsageError as error:
                 raise where.error(locate("targets"), str(error)) from None
-            takes_passes = targets.option("--coreml-passes")
-            if passes is not None and not takes_passes.takes(target):
-                raise where.error(locate("coreml_passes"), takes_passes.refusal(target, name="coreml_passes"))
+            for key, option in fleet_keys().items():
+                if is_given(merged.get(key)) and not option.takes(target) and option.ignored(target) is None:
+                    raise where.error(locate(key), option.refusal(target, name=key))
             job = Job(
                 index=len(jobs),
                 model=model,
                 target=target.name,
                 calibration=calibration_path,
-                coreml_passes=tuple(passes) if passes is not None else None,
                 verify=bool(merged.get("verify", False)),
                 source=source,
+                given=given,
             )
             if job.output_name in seen:
                 raise where.error(
@@ -128,6 +148,23 @@ def load(path: Path) -> list[Job]:
             seen[job.output_name] = where.entry_line(number)
             jobs.append(job)
     return jobs
+
+
+def _backend_options(merged: dict[str, Any], path: Path, where: _Locator, locate: Any) -> tuple[tuple[str, Any], ...]:
+    """The backend options of a [[lower]], by flag: lists as tuples, paths relative to FLEET.toml."""
+    given: list[tuple[str, Any]] = []
+    for key, option in fleet_keys().items():
+        value = merged.get(key)
+        if value is None:
+            continue
+        if option.fleet_list is not None:
+            if not all(isinstance(item, str) for item in value):
+                raise where.error(locate(key), f"'{key}' must be a list of {option.fleet_list}")
+            value = tuple(value)
+        elif option.kind == "path":
+            value = path.parent / value
+        given.append((option.flag, value))
+    return tuple(given)
 
 
 def _source_options(merged: dict[str, Any], entry: dict[str, Any], path: Path, where: _Locator, locate: Any) -> SourceOptions:
@@ -166,11 +203,12 @@ def shard(jobs: list[Job], spec: str | None) -> list[Job]:
 def _check_keys(table: Any, where: _Locator, locate: Any, *, allowed: set[str]) -> None:
     if not isinstance(table, dict):
         raise UsageError(f"{where.path}: 'lower' must be an array of tables: [[lower]]")
+    types = keys()
     for key, value in table.items():
         if key not in allowed:
             raise where.error(locate(key), f"unknown key '{key}'; allowed here: {', '.join(sorted(allowed))}")
-        if not isinstance(value, KEYS[key]) or (KEYS[key] is int and isinstance(value, bool)):
-            raise where.error(locate(key), f"'{key}' must be a {KEYS[key].__name__}, got {type(value).__name__}")
+        if not isinstance(value, types[key]) or (types[key] is int and isinstance(value, bool)):
+            raise where.error(locate(key), f"'{key}' must be a {types[key].__name__}, got {type(value).__name__}")
 
 
 @dataclass

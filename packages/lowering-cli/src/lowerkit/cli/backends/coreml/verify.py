@@ -1,4 +1,4 @@
-"""--verify: check a lowered program against the float model with what runs on Linux."""
+"""Core ML --verify: quantization SQNR in torch and decoded-weight SQNR (Core ML itself cannot run on Linux)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from lowerkit.cli.backends.coreml.backend import COREML_CANNOT_RUN
 from lowerkit.cli.result import Lowered
 from lowerkit.cli.sources.model import Inputs, ModelSource
 from lowerkit.pass_infra.numerics.sqnr import sqnr_db
-
-COREML_CANNOT_RUN = (
-    "Core ML itself cannot run on Linux: the Core ML program was checked through torch "
-    "and its decoded weights, not executed"
-)
 
 
 def _outputs(module: Any, inputs: Inputs) -> list[np.ndarray]:
@@ -87,18 +83,3 @@ def _best_match(weight: np.ndarray, parameters: list[np.ndarray]) -> float:
     if not candidates:
         return math.nan
     return max(sqnr_db(p.reshape(-1), weight.reshape(-1)) for p in candidates)
-
-
-def verify_arm(lowered: Lowered, source: ModelSource) -> dict[str, Any]:
-    """Run the TOSA flatbuffers on tosa-tools' reference model and compare with torch."""
-    from lowerkit.arm_passes.reference import verify_on_reference_model
-
-    check = verify_on_reference_model(lowered.reference, source.example_inputs)
-    result: dict[str, Any] = {
-        "compared": check.compared,
-        "max_abs_error": check.max_abs_error,
-        "sqnr_db": check.sqnr_db,
-    }
-    if check.max_error_quanta is not None:
-        result["max_error_quanta"] = check.max_error_quanta
-    return result
