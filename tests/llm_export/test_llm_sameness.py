@@ -10,9 +10,9 @@ stock and inside lowerkit's scopes, in the same run (nothing is compared with re
   backends cannot share one: ``bench.llm``'s worker), lowerkit here inside
   ``accelerated_coreml_llm_export()``: the same canonical Core ML payload.
 
-Only export's own ``run_decompositions`` of the training IR (in-place writes to the cache
-buffers) may take torch's whole re-trace; every later one, on the functional program that
-returns the cache's new values, is local.
+Every ``run_decompositions`` on the way stays local (no whole-program re-trace): export's own,
+functionalizing the training IR's in-place writes of the cache buffers, and the later ones on the
+functional program that returns the cache's new values.
 """
 
 from __future__ import annotations
@@ -25,30 +25,29 @@ from pathlib import Path
 
 import pytest
 
-from bench.llm_flows import COREML_TARGETS, export
+from bench.llm_flows import COREML_TARGETS, export, overrides
+from bench.realworld_flows import Lowered
+from lowerkit.cli.app import main
 from lowerkit.pass_infra import decomposition_fallbacks
 
 MODEL = "llama_ci"
 ARM_TARGETS = ("tosa-int",)
 CORE_ML_TARGETS = ("coreml-fp16", "coreml-c4w")
-#: What export's training IR holds that its run_decompositions functionalizes with torch's re-trace.
-TRAINING_IR = "mutates an input"
-
-
-def _local_but_training_ir(reasons: list[str]) -> None:
-    assert reasons, "export_llama's training IR no longer takes torch's re-trace: update this test"
-    assert all(TRAINING_IR in reason for reason in reasons), reasons
+@pytest.fixture(scope="module")
+def stock_arm() -> dict[str, Lowered]:
+    """Stock ``export_llama`` per Arm target."""
+    return {target: export("stock", MODEL, target) for target in ARM_TARGETS}
 
 
 @pytest.mark.parametrize("target", ARM_TARGETS)
-def test_arm_same_pte_as_stock(target: str) -> None:
-    stock = export("stock", MODEL, target)
+def test_arm_same_pte_as_stock(target: str, stock_arm: dict[str, Lowered]) -> None:
+    stock = stock_arm[target]
     with decomposition_fallbacks() as fallbacks:
         fast = export("dropin", MODEL, target)
     assert stock.payloads and stock.pte
     assert fast.payloads == stock.payloads
     assert fast.pte == stock.pte
-    _local_but_training_ir([f.reason for f in fallbacks])
+    assert fallbacks == []
 
 
 def _stock_in_a_worker(target: str, out: Path) -> dict[str, object]:
@@ -68,4 +67,32 @@ def test_coreml_same_canonical_payload_as_stock(target: str, tmp_path: Path) -> 
         fast = export("dropin", MODEL, target)
     assert fast.payloads
     assert fast.payload_digests() == stock["payload_digests"]
-    _local_but_training_ir([f.reason for f in fallbacks])
+    assert fallbacks == []
+
+
+def _lowerkit_llm(target: str, output: Path, *extra: str) -> None:
+    arguments = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in overrides(MODEL, target, output).items()]
+    main(args=["llm", *arguments, "-q", *extra], standalone_mode=False)
+
+
+def test_the_llm_command_writes_stocks_pte_and_serves_it_from_the_cache(
+    stock_arm: dict[str, Lowered], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lowerkit llm`` with export_llm's overrides writes stock's .pte where stock writes it; a
+    second export elsewhere is served from the cache (the key ignores where it writes)."""
+    monkeypatch.setenv("LOWERKIT_CACHE_DIR", str(tmp_path / "cache"))
+    first, second = tmp_path / "a" / "model.pte", tmp_path / "b" / "model.pte"
+    _lowerkit_llm("tosa-int", first)
+    assert first.read_bytes() == stock_arm["tosa-int"].pte
+    assert sorted(p.name for p in first.parent.iterdir()) == ["model.pte"]  # nothing half-written left
+    entries = list((tmp_path / "cache").rglob("*"))
+    _lowerkit_llm("tosa-int", second)
+    assert second.read_bytes() == first.read_bytes()
+    assert list((tmp_path / "cache").rglob("*")) == entries  # a hit stores nothing new
+
+
+def test_the_llm_command_names_a_bad_override() -> None:
+    from lowerkit.cli.errors import UsageError
+
+    with pytest.raises(UsageError, match="Key 'enabeld' not in 'CoreMLConfig'"):
+        main(args=["llm", "backend.coreml.enabeld=true"], standalone_mode=False)

@@ -307,7 +307,7 @@ def run_cases(
     """Each (model, target) of `cases`, every side in a fresh `runner` worker per round (sides
     alternating), summarized by `summary`, printed, the JSON rewritten after each case; exit code 1
     when bytes differ or a side alone failed."""
-    report: dict[str, Any] = {"machine": machine(), "argv": argv, "cases": []}
+    report: dict[str, Any] = {"machine": machine(), "runner": runner, "argv": argv, "cases": []}
     print(f"load average at start: {report['machine']['loadavg_at_start']}, {len(cases)} cases", flush=True)
     failures = 0
     for model_name, target in cases:

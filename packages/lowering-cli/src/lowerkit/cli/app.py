@@ -177,6 +177,42 @@ def _verification_line(check: dict[str, Any]) -> str:
     return text
 
 
+@main.command("llm", context_settings={"ignore_unknown_options": True})
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="An LlmConfig YAML file (export_llm's --config).")
+@click.argument("overrides", nargs=-1)
+@click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+@cache_commands.cache_options
+def llm_command(
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    quiet: bool,
+    no_cache: bool,
+    cache_remote: str | None,
+    cache_remote_read_only: bool,
+) -> None:
+    """ExecuTorch's LLM export, faster: export_llm's arguments (--config FILE.yaml, key=value overrides).
+
+    Writes what `python -m executorch.extension.llm.export.export_llm` writes (the same bytes,
+    Core ML: the same model), through the lowering cache. E.g. lowerkit llm base.checkpoint=c.pth
+    base.params=params.json model.use_kv_cache=true model.enable_dynamic_shape=false
+    backend.coreml.enabled=true backend.coreml.ios=18 backend.coreml.quantize=c4w
+    """
+    from lowerkit.cli import llm
+    from lowerkit.cli.progress import Steps
+
+    cache = cache_commands.settings(
+        no_cache=no_cache, cache_remote=cache_remote, cache_remote_read_only=cache_remote_read_only
+    )
+    config = llm.llm_config(config_file, overrides)
+    done = llm.export(config, cache=cache, steps=Steps.for_terminal(quiet=quiet))
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    size = done.pte.stat().st_size
+    click.echo(f"wrote {llm.relative(done.pte)} ({size:,} bytes) in {done.seconds:.1f} s (cache {done.cache})")
+    for path in done.files:
+        click.echo(f"wrote {llm.relative(path)}")
+
+
 @main.command("inspect")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--weights/--no-weights", default=True, show_default=True, help="Decode Core ML weight formats.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -181,6 +182,11 @@ class Backend(ABC):
     def settings_of(self, options: LowerOptions) -> Any:
         """`options.settings`, or its defaults when None."""
         return options.settings if options.settings is not None else self.settings_type()
+
+    def llm_export_scope(self, config: Any) -> AbstractContextManager[None] | None:
+        """The scope ExecuTorch's LLM export (``lowerkit llm``) runs in when `config` (its
+        ``LlmConfig``) enables this backend; None when it does not."""
+        return None
 
     @abstractmethod
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:

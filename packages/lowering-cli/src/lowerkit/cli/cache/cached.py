@@ -54,7 +54,7 @@ def lower_model(
 
         return lower(model_source.load(model, built), options, steps=steps, cache=cache)
     with steps.step("cache lookup"):
-        entry = _lookup(key, cache)
+        entry = lookup(key, cache)
     if entry is not None:
         return _from_entry(entry, str(entry.summary.get("model", model)), options, steps)
     from lowerkit.cli import model_source
@@ -77,7 +77,7 @@ def lower(source: ModelSource, options: LowerOptions, *, steps: Steps, cache: Ca
         batches = calibration.load(options.calibration_path, source, warn=[]) if options.target.calibrates else []
         key = lowering_key(source, options, batches)
     with steps.step("cache lookup"):
-        entry = _lookup(key, cache)
+        entry = lookup(key, cache)
     if entry is not None:
         return _from_entry(entry, source.name, options, steps)
     return _lower_and_store(key, source, options, steps, cache)
@@ -88,20 +88,28 @@ def _lower_and_store(key: str, source: ModelSource, options: LowerOptions, steps
 
     lowered = lowering.lower(source, options, steps=steps)
     lowered.cache = "miss"
-    data = _to_entry(key, lowered).encode()
+    lowered.warnings += store(_to_entry(key, lowered), cache)
+    return lowered
+
+
+def store(entry: Entry, cache: CacheSettings) -> list[str]:
+    """Put `entry` in the local store and the remote one; warnings (a full or read-only disk does not fail the work)."""
+    data = entry.encode()
+    warnings = []
     try:
-        cache.local.put_bytes(key, data)
-    except OSError as error:  # a full or read-only disk must not fail the lowering
-        lowered.warnings.append(
+        cache.local.put_bytes(entry.key, data)
+    except OSError as error:
+        warnings.append(
             f"could not write the lowering cache in {cache.local.directory} ({error.strerror or error}); "
             "set LOWERKIT_CACHE_DIR to a writable folder or pass --no-cache"
         )
     if cache.remote is not None:
-        cache.remote.put(key, data)
-    return lowered
+        cache.remote.put(entry.key, data)
+    return warnings
 
 
-def _lookup(key: str, cache: CacheSettings) -> Entry | None:
+def lookup(key: str, cache: CacheSettings) -> Entry | None:
+    """The entry for `key`, from the local store, else the remote one (then kept locally); None on a miss."""
     entry = cache.local.get(key)
     if entry is not None or cache.remote is None:
         return entry

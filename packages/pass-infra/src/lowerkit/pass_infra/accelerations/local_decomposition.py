@@ -51,7 +51,13 @@ from typing import Any
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
+from torch.export.graph_signature import (
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
 from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,13 @@ class ArmBackend(Backend):
     settings_type = ArmSettings
     decoders = (inspection.VELA,)
     demo = (("ds_cnn", "tosa-int"), ("cnn9_layernorm", "ethos-u55-128"))
+
+    def llm_export_scope(self, config: Any) -> AbstractContextManager[None] | None:
+        """TOSA, Ethos-U or VGF enabled: arm-passes' drop-in accelerators (same bytes)."""
+        arm = config.backend
+        if not (arm.tosa.enabled or arm.ethosu.enabled or arm.vgf.enabled):
+            return None
+        return _arm_drop_in()
 
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
         """Quantize (INT / Ethos-U / vgf-int), run the fast Arm pipeline, serialize a .pte; Ethos-U: Vela's NPU report."""
@@ -212,3 +220,12 @@ def _npu(lowered: Lowered, lowering: Any, target: Target, settings: ArmSettings)
 
 #: The Arm backend (registered in `targets`).
 ARM = ArmBackend()
+
+
+@contextmanager
+def _arm_drop_in() -> Iterator[None]:
+    """arm-passes' drop-in accelerators for ExecuTorch's own Arm flow (quantizer and pipeline)."""
+    from lowerkit.arm_passes import accelerated_arm_pipeline, accelerated_arm_quantization
+
+    with accelerated_arm_quantization(), accelerated_arm_pipeline():
+        yield

@@ -7,6 +7,7 @@ package maps `-t` targets to them (`targets`), declares and checks the Core ML o
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,14 @@ class CoreMLBackend(Backend):
     settings_type = CoreMLSettings
     decoders = (inspection.WEIGHTS,)
     demo = (("conv_linear", "coreml"), ("resnet8", "coreml-int8"), ("tiny_lm", "coreml-w4"))
+
+    def llm_export_scope(self, config: Any) -> AbstractContextManager[None] | None:
+        """``backend.coreml.enabled``: lowerkit's Core ML backend in ``export_llama`` (same payload)."""
+        if not config.backend.coreml.enabled:
+            return None
+        from lowerkit.coreml_preprocess import accelerated_coreml_llm_export
+
+        return accelerated_coreml_llm_export()
 
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
         """Lower with the target's recipe (quantize, partition to Core ML, serialize a .pte)."""
