@@ -46,8 +46,8 @@ _LLAMA3 = {
 #: (ExecuTorch's ``examples/models/smollm2`` config: 30 layers, dim 576, 9 / 3 heads, tied embeddings).
 MODELS: dict[str, dict[str, Any]] = {
     **{f"llama_{n}l": {**_LLAMA3, "n_layers": n} for n in (1, 2, 4, 8, 16)},
-    # CI-sized (tests/llm_export): the same architecture, 2 layers of dim 64.
-    "llama_ci": {**_LLAMA3, "dim": 64, "n_layers": 2, "n_heads": 4, "vocab_size": 512, "multiple_of": 32},
+    # CI-sized (tests/llm_export): the same architecture, one layer of dim 64.
+    "llama_ci": {**_LLAMA3, "dim": 64, "n_layers": 1, "n_heads": 4, "vocab_size": 512, "multiple_of": 32},
     "smollm2_135m": {
         "dim": 576, "ffn_dim_multiplier": 1, "hidden_dim": 1536, "n_heads": 9, "n_kv_heads": 3,
         "n_layers": 30, "norm_eps": 1e-05, "rope_theta": 10000.0, "use_scaled_rope": False,
