@@ -6,6 +6,7 @@ from lowerkit.pass_infra.accelerations.versions import changed_sources
 
 #: upstream function or class -> (source hash, the lowerkit code to re-read when it changes).
 UPSTREAM: dict[str, tuple[str, str]] = {
+    "executorch.backends.transforms.replace_scalar_with_tensor:ReplaceScalarWithTensorArgPass.get_replacement": ("0b4b7b846eba81d8", "arm-passes upstream_fixes.get_replacement (its copy for a tensor first argument)"),
     "executorch.backends.arm._passes.arm_pass_manager:ArmPassManager._transform": ("728867ad1c990eb4", "arm-passes runner.FastArmPassManager._transform / _upstream.set_program_graph"),
     "executorch.backends.arm._passes.arm_pass_manager:ArmPassManager.transform_to_backend_pipeline": ("1dfdffd06f7ae5ce", "arm-passes _upstream.build_pass_list"),
     "executorch.backends.arm._passes.arm_pass_manager:ArmPassManager.transform_for_annotation_pipeline": ("1886bcf3e3299b5f", "arm-passes _upstream.build_tfa_pass_list / GRAPH_MODULE_PASSES (builds the module-level GraphModulePassManager)"),

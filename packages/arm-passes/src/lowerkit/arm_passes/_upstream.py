@@ -40,6 +40,7 @@ from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops
 from executorch.backends.arm.ethosu.backend import EthosUBackend
 from executorch.backends.arm.tosa.backend import TOSABackend
 from executorch.backends.arm.vgf import backend as vgf_backend
+from executorch.backends.transforms.replace_scalar_with_tensor import ReplaceScalarWithTensorArgPass
 from executorch.exir._program_utils import _get_updated_graph_signature
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.dialects.edge._ops import EdgeOpOverload as EdgeOpOverload
@@ -373,3 +374,17 @@ def capture_tosa_programs(sink: list[ExportedProgram]) -> Iterator[None]:
 
     with TOSA_PREPROCESS.scope(recording):
         yield
+
+
+def replace_scalar_with_tensor_pass() -> type:
+    """ExecuTorch's ``ReplaceScalarWithTensorArgPass`` (the base of the Arm profile pass)."""
+    return ReplaceScalarWithTensorArgPass
+
+
+#: Its ``get_replacement`` as ExecuTorch defines it (``upstream_fixes`` calls it for what stock handles).
+STOCK_GET_REPLACEMENT = ReplaceScalarWithTensorArgPass.get_replacement
+
+
+def full_op(op: Any) -> Any:
+    """The ``full`` of `op`'s dialect (aten, or the edge dialect), as ``get_replacement`` picks it."""
+    return torch.ops.aten.full.default if isinstance(op, OpOverload) else exir_ops.edge.aten.full.default

@@ -12,6 +12,7 @@ from lowerkit.arm_passes.runner import (
     FastGraphModulePassManager,
     collect_reports,
 )
+from lowerkit.arm_passes.upstream_fixes import SCALAR_OF_A_WEIGHT
 from lowerkit.arm_passes.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
@@ -38,7 +39,8 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     Only lowerings run by the thread inside the block are accelerated (other threads get stock
     ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several
     threads run one at a time. On library versions other than ``PROVEN_ON`` the stock
-    pipeline runs (no reports), with an ``UnprovenVersionWarning``.
+    pipeline runs (no reports), with an ``UnprovenVersionWarning``. Stock's failure on a weight
+    scaled by a constant (GPT-2) is fixed (`upstream_fixes`).
     """
     reports: list[PipelineReport] = []
     manager = VerifyingFastArmPassManager if verify else FastArmPassManager
@@ -47,6 +49,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
         PROVEN_ON,
         "accelerated_arm_pipeline",
         accelerated_lowering(),
+        SCALAR_OF_A_WEIGHT.scope(),
         cached_signature_lookups(),
         _upstream.patched_arm_pass_manager(manager),
         collect_reports(reports),
@@ -70,13 +73,15 @@ def accelerated_arm_quantization() -> Iterator[None]:
     the backend's: the same passes in the same order, each targeted pass fast-copying the
     nodes it does not target (`FastGraphModulePassManager`). Scopes nest; only the calling
     thread is affected; stock (with an ``UnprovenVersionWarning``) on versions other than
-    ``PROVEN_ON``.
+    ``PROVEN_ON``. Stock's failure on a weight scaled by a constant (GPT-2) is fixed
+    (`upstream_fixes`).
     """
     with proven_scope(
         "lowerkit-arm-passes",
         PROVEN_ON,
         "accelerated_arm_quantization",
         accelerated_quantization(),
+        SCALAR_OF_A_WEIGHT.scope(),
         _upstream.patched_graph_module_pass_manager(FastGraphModulePassManager),
     ):
         yield
