@@ -14,45 +14,30 @@ canonical Core ML payload digests.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
-import logging
-import resource
 import sys
 import time
-import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.llm_flows import COREML_TARGETS, MODELS, SIDES, TARGETS, export, model_files, preimport
-from bench.realworld import _fallbacks_recorded, first_line, run_cases, summarize
+from bench.realworld import run_cases, summarize, write_record
+from bench.realworld_flows import Lowered
 
 GROUP = "executorch LLM export (export_llama, KV cache, static shapes)"
 
 
 def worker(side: str, model_name: str, target: str, out: Path) -> None:
     """Export one case one side's way in this (fresh) process; write its record to `out` as JSON."""
-    start = time.perf_counter()
-    logging.disable(logging.WARNING)
-    record: dict[str, Any] = {"side": side, "model": model_name, "target": target, "ok": False}
-    try:
+
+    def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
         preimport(side, target)
         model_files(model_name)
         record["imports_s"] = time.perf_counter() - start
-        mark = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()), _fallbacks_recorded(side, record):  # coremltools, Vela print
-            lowered = export(side, model_name, target)
-        record["seconds"] = time.perf_counter() - mark
-        record.update(
-            ok=True, stages=lowered.stages, pte_sha256=lowered.pte_sha256, pte_bytes=len(lowered.pte),
-            payload_digests=lowered.payload_digests(), delegates=len(lowered.payloads),
-        )  # fmt: skip
-    except Exception as error:  # recorded, not raised: a failure is a result
-        record["error"] = first_line(error)
-        record["traceback"] = traceback.format_exc()[-3000:]
-    record["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out.write_text(json.dumps(record))
+        return lambda: export(side, model_name, target)
+
+    start = time.perf_counter()
+    write_record(side, model_name, target, out, prepare)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,12 +81,16 @@ def _root() -> Path:
 
 
 def model_files(name: str) -> tuple[Path, Path]:
-    """``(params.json, checkpoint.pth)`` of model `name`, written once (weights seeded with 0)."""
+    """``(params.json, checkpoint.pth)`` of model `name`, written once (weights seeded with 0) into a
+    folder named by its params (a changed shape gets new files)."""
+    import hashlib
+
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
-    folder = _root() / name
+    shape = hashlib.sha256(json.dumps(MODELS[name], sort_keys=True).encode()).hexdigest()[:12]
+    folder = _root() / f"{name}-{shape}"
     params, checkpoint = folder / "params.json", folder / "checkpoint.pth"
     if checkpoint.exists():
         return params, checkpoint

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import CORPUS, case
-from bench.realworld_flows import COREML_TARGETS, SIDES, TARGETS
+from bench.realworld_flows import COREML_TARGETS, SIDES, TARGETS, Lowered
 
 DEFAULT_MODELS = ("tv:mobilenet_v2", "tv:resnet18", "et:lstm", "hf:bert_tiny")
 DEFAULT_TARGETS = ("TOSA-1.0+INT", "coreml-fp16")
@@ -110,13 +110,8 @@ def _fallbacks_recorded(side: str, record: dict[str, Any]) -> Iterator[None]:
 
 def worker(side: str, model_name: str, target: str, out: Path) -> None:
     """Lower one case one side's way in this (fresh) process; write its record to `out` as JSON."""
-    import io
-    import logging
 
-    start = time.perf_counter()
-    logging.disable(logging.WARNING)
-    record: dict[str, Any] = {"side": side, "model": model_name, "target": target, "ok": False}
-    try:
+    def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
         from bench.corpus import load
         from bench.realworld_flows import lower
 
@@ -125,9 +120,28 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
         mark = time.perf_counter()
         model = load(model_name)
         record["build_s"] = time.perf_counter() - mark
+        return lambda: lower(side, model.module, model.example_inputs, target, model.calibration)
+
+    start = time.perf_counter()
+    write_record(side, model_name, target, out, prepare)
+
+
+def write_record(
+    side: str, model_name: str, target: str, out: Path, prepare: Callable[[dict[str, Any]], Callable[[], Lowered]]
+) -> None:
+    """`prepare` (imports, the model; it may note their seconds in the record) off the clock, then the
+    lowering it returns on the clock (its progress output swallowed, on lowerkit's sides every
+    whole-program re-trace recorded); the record, a failure included, written to `out` as JSON."""
+    import io
+    import logging
+
+    logging.disable(logging.WARNING)
+    record: dict[str, Any] = {"side": side, "model": model_name, "target": target, "ok": False}
+    try:
+        lower = prepare(record)
         mark = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()), _fallbacks_recorded(side, record):  # Vela and coremltools print progress
-            lowered = lower(side, model.module, model.example_inputs, target, model.calibration)
+            lowered = lower()
         record["seconds"] = time.perf_counter() - mark
         record.update(
             ok=True, stages=lowered.stages, pte_sha256=lowered.pte_sha256, pte_bytes=len(lowered.pte),
