@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,15 +180,23 @@ def test_the_server_killed_mid_run_still_lowers_locally_with_one_warning(lowerki
     assert err.count("warning: remote cache") == 1, err
 
 
-def test_a_dead_server_warns_once_per_process():
+def test_a_dead_server_warns_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One connection attempt, bounded by CONNECT_TIMEOUT, then the remote is off for the process."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    attempts: list[float] = []
+    connect = socket.create_connection
+
+    def counted(address: Any, timeout: float, *args: Any, **kwargs: Any) -> Any:
+        attempts.append(timeout)
+        return connect(address, timeout, *args, **kwargs)
+
+    monkeypatch.setattr(remote_module.socket, "create_connection", counted)
     warnings: list[str] = []
     store = RemoteStore(f"grpc://127.0.0.1:{port}", warn=warnings.append)
-    start = time.monotonic()
     assert store.get("ab" * 32) is None
     assert store.get("cd" * 32) is None
     assert store.put("ab" * 32, b"x") is False
     assert len(warnings) == 1 and "cannot connect" in warnings[0], warnings
-    assert time.monotonic() - start < 5, "a dead server must be noticed quickly"
+    assert attempts == [remote_module.CONNECT_TIMEOUT] and remote_module.CONNECT_TIMEOUT <= 5
