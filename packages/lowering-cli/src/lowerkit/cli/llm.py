@@ -35,10 +35,10 @@ from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 __all__ = ["LlmExport", "export", "llm_config"]
 
 #: ``LlmConfig`` fields naming files whose content decides the program.
-_INPUT_FILES = ("base.checkpoint", "base.params", "base.tokenizer_path", "base.lora_config.adapter_checkpoint",
-                "base.lora_config.adapter_config")  # fmt: skip
-#: Where it writes: not in the key (the same program, written elsewhere).
-_DESTINATION = ("export.output_dir", "export.output_name")
+_INPUT_FILES = (
+    "base.checkpoint", "base.params", "base.tokenizer_path", "base.lora_config.adapter_checkpoint",
+    "base.lora_config.adapter_config", "model.input_prune_map", "model.output_prune_map",
+)  # fmt: skip
 _KEY_FORMAT = "1"
 #: The .pte among a cache entry's files (the others keep the names export_llama gave them).
 PTE = "<pte>"

@@ -112,7 +112,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
         return "the default table", []
     signature = program.graph_signature
     if signature.user_inputs_to_mutate or signature.input_tokens:
-        return "mutations or effect tokens", []
+        return "user-input mutations or effect tokens", []
     if program.range_constraints:
         return "symbolic shapes", []
     bodies = inlined_bodies(program.graph)
@@ -154,7 +154,7 @@ def retrace_plan(program: ExportedProgram, decomp_table: Any) -> tuple[str | Non
                 blocker = _buffer_write_blocker(node, buffer, position, table)
                 if blocker is not None:
                     return blocker, []
-                continue  # functionalized in place (`local_decomposition.return_buffer_writes`)
+                continue  # given what functionalization records (`local_decomposition._return_buffer_writes`)
             blocker = _in_place_blocker(node, position)
             if blocker is not None:
                 return blocker, []
