@@ -21,6 +21,7 @@ from lowerkit.cli.backends.arm.cache_key import converter_fingerprint
 from lowerkit.cli.backends.arm.options import ArmSettings
 from lowerkit.cli.backends.coreml.options import CoreMLSettings
 from lowerkit.cli.cache import key as cache_key
+from lowerkit.cli.cache.digests import Digest
 from lowerkit.cli.model_source import ModelSource
 from lowerkit.cli.options import LowerOptions
 
@@ -220,7 +221,7 @@ def test_the_toolchain_fingerprint_names_every_tool_and_lowerkit_package():
         assert f"\n{name}=" in text
     for package in ("pass_infra", "arm_passes", "coreml_quantizer", "coreml_compiler_ops", "coreml_preprocess", "cli", "zoo"):
         line = next(line for line in text.splitlines() if line.startswith(f"lowerkit.{package} source="))
-        assert line != f"lowerkit.{package} source=" + cache_key._Digest().hexdigest(), f"no source found for {package}"
+        assert line != f"lowerkit.{package} source=" + Digest().hexdigest(), f"no source found for {package}"
 
 
 _KEYS = """

@@ -24,8 +24,9 @@ from typing import Any
 from lowerkit.coreml_preprocess.options import CoreMLCompileOptions, ModelType
 from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
 from lowerkit.coreml_preprocess.versions import PROVEN_ON
-from lowerkit.pass_infra import accelerated_lowering, accelerated_quantization
+from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 
 __all__ = ["LLM_PARTITIONER", "accelerated_coreml_llm_export", "coreml_partitioner"]

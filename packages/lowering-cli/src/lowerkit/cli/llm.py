@@ -89,7 +89,8 @@ def cache_key(config: Any) -> str:
 
     from omegaconf import OmegaConf  # pants: no-infer-dep
 
-    from lowerkit.cli.cache.key import file_digest, toolchain_fingerprint
+    from lowerkit.cli.cache.digests import file_digest
+    from lowerkit.cli.cache.key import toolchain_fingerprint
 
     copy = dataclasses.replace(config, export=dataclasses.replace(config.export, output_dir=".", output_name=None))
     digest = hashlib.sha256()
@@ -128,7 +129,8 @@ def _scopes(config: Any) -> Iterator[None]:
     scopes = [s for s in (b.llm_export_scope(config) for b in BACKENDS.values()) if s is not None]
     with contextlib.ExitStack() as stack:
         if not scopes:
-            from lowerkit.pass_infra import accelerated_lowering, accelerated_quantization
+            from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
+            from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
 
             scopes = [accelerated_quantization(), accelerated_lowering()]
         for scope in scopes:

@@ -34,6 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lowerkit.cli.cache.digests import Digest, file_digest, path_digest
 from lowerkit.cli.options import LowerOptions
 
 if TYPE_CHECKING:
@@ -62,24 +63,9 @@ VECTOR_FLAGS = frozenset(
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
-class _Digest:
-    """A SHA-256 fed with tagged, length-prefixed fields (no two inputs collide by concatenation)."""
-
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
-
-    def add(self, tag: str, data: bytes | str) -> None:
-        raw = data.encode() if isinstance(data, str) else data
-        self._hash.update(f"{tag}:{len(raw)}:".encode())
-        self._hash.update(raw)
-
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
-
-
 def lowering_key(source: ModelSource, options: LowerOptions, calibration: Sequence[Inputs]) -> str:
     """The hex SHA-256 naming the lowering of `source` with `options` on `calibration`."""
-    digest = _Digest()
+    digest = Digest()
     digest.add("format", KEY_FORMAT)
     digest.add("model-name", source.name)
     digest.add("options", options_fingerprint(options))
@@ -94,7 +80,7 @@ def lowering_key(source: ModelSource, options: LowerOptions, calibration: Sequen
 
 def zoo_key(name: str, options: LowerOptions) -> str:
     """The hex SHA-256 naming the lowering of zoo model `name` with `options` (no torch import)."""
-    digest = _Digest()
+    digest = Digest()
     digest.add("format", KEY_FORMAT)
     digest.add("zoo-model", name)
     digest.add("options", options_fingerprint(options))
@@ -129,7 +115,7 @@ def source_key(model: str, source_options: SourceOptions, options: LowerOptions)
         return None
     if kind == "zoo" and source_options == DEFAULT:
         return zoo_key(model.removeprefix("zoo:"), options)
-    digest = _Digest()
+    digest = Digest()
     digest.add("format", KEY_FORMAT)
     digest.add("source-kind", kind)
     if kind == "pt2":
@@ -155,31 +141,11 @@ def source_key(model: str, source_options: SourceOptions, options: LowerOptions)
     return digest.hexdigest()
 
 
-def file_digest(path: Path) -> str:
-    """`path_digest` of a file, remembered in this process while its size and modification time stay the same."""
-    return _binary_digest(path)
-
-
-def _add_backend_extras(digest: _Digest, options: LowerOptions) -> None:
+def _add_backend_extras(digest: Digest, options: LowerOptions) -> None:
     from lowerkit.cli.targets import backend_of
 
     for tag, text in backend_of(options.target).cache_key_extras(options.target).items():
         digest.add(tag, text)
-
-
-def _binary_digest(path: Path) -> str:
-    """`path_digest` of a binary, remembered while its size and modification time stay the same."""
-    try:
-        resolved = path.resolve()
-        stat = resolved.stat()
-    except OSError:
-        return "missing"
-    return _stamped_digest(str(resolved), stat.st_size, stat.st_mtime_ns)
-
-
-@cache
-def _stamped_digest(path: str, size: int, mtime_ns: int) -> str:
-    return path_digest(Path(path))
 
 
 def options_fingerprint(options: LowerOptions | SourceOptions) -> str:
@@ -217,22 +183,9 @@ def _encode(value: Any) -> str:
     )
 
 
-def path_digest(path: Path) -> str:
-    """The SHA-256 of a file's bytes, or of a folder's relative names and file bytes; 'missing' if absent."""
-    if path.is_file():
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    if path.is_dir():
-        digest = _Digest()
-        for item in sorted(p for p in path.rglob("*") if p.is_file()):
-            digest.add("name", item.relative_to(path).as_posix())
-            digest.add("bytes", hashlib.sha256(item.read_bytes()).hexdigest())
-        return "dir:" + digest.hexdigest()
-    return "missing"
-
-
 def program_fingerprint(program: torch.export.ExportedProgram) -> str:
     """SHA-256 of an exported program's graph, signature, range constraints, weights and constants."""
-    digest = _Digest()
+    digest = Digest()
     digest.add("graph", _ADDRESS.sub("", str(program.graph)))
     for node in program.graph.nodes:
         value = node.meta.get("val")
@@ -297,7 +250,7 @@ def _source_digest(package: str) -> str:
         folder = Path(root) / package
         for item in folder.rglob("*.py") if folder.is_dir() else ():
             files.add((item.relative_to(folder).as_posix(), hashlib.sha256(item.read_bytes()).hexdigest()))
-    digest = _Digest()
+    digest = Digest()
     for name, content in sorted(files):
         digest.add("name", name)
         digest.add("bytes", content)
@@ -305,7 +258,7 @@ def _source_digest(package: str) -> str:
 
 
 def _tensors_fingerprint(tensors: Iterable[Any], *, values: bool) -> str:
-    digest = _Digest()
+    digest = Digest()
     for tensor in tensors:
         digest.add("spec", _value_spec(tensor))
         if values and _is_tensor(tensor):

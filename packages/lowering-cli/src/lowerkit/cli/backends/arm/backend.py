@@ -225,7 +225,10 @@ ARM = ArmBackend()
 @contextmanager
 def _arm_drop_in() -> Iterator[None]:
     """arm-passes' drop-in accelerators for ExecuTorch's own Arm flow (quantizer and pipeline)."""
-    from lowerkit.arm_passes import accelerated_arm_pipeline, accelerated_arm_quantization
+    from lowerkit.arm_passes.accelerate import (
+        accelerated_arm_pipeline,
+        accelerated_arm_quantization,
+    )
 
     with accelerated_arm_quantization(), accelerated_arm_pipeline():
         yield

@@ -13,7 +13,7 @@ def converter_fingerprint() -> str:
     from lowerkit.arm_passes import (
         converter,  # only VGF keys need it (a Core ML key loads no Arm module)
     )
-    from lowerkit.cli.cache.key import file_digest
+    from lowerkit.cli.cache.digests import file_digest
 
     source, path = converter.find_model_converter()
     if path is None or source in ("packaged", "none"):

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 from lowerkit.cli.backend import Backend, DebugRequest, Given
 from lowerkit.cli.backends.coreml import inspection
 from lowerkit.cli.backends.coreml.options import OPTIONS, CoreMLSettings, load_recipe, pipeline
-from lowerkit.cli.backends.coreml.targets import BY_NAME, COREML_RECIPES, FAMILY, TARGET_TABLE
+from lowerkit.cli.backends.coreml.targets import (
+    BY_NAME,
+    COREML_CANNOT_RUN,
+    COREML_RECIPES,
+    FAMILY,
+    TARGET_TABLE,
+)
 from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions, Target
 from lowerkit.cli.progress import Steps
@@ -23,11 +29,6 @@ from lowerkit.cli.result import Lowered
 if TYPE_CHECKING:
     from lowerkit.cli.sources.model import Inputs, ModelSource
 
-#: What `--verify` and the demo say of a Core ML program.
-COREML_CANNOT_RUN = (
-    "Core ML itself cannot run on Linux: the Core ML program was checked through torch "
-    "and its decoded weights, not executed"
-)
 
 
 class CoreMLBackend(Backend):
@@ -58,7 +59,7 @@ class CoreMLBackend(Backend):
         """``backend.coreml.enabled``: lowerkit's Core ML backend in ``export_llama`` (same payload)."""
         if not config.backend.coreml.enabled:
             return None
-        from lowerkit.coreml_preprocess import accelerated_coreml_llm_export
+        from lowerkit.coreml_preprocess.llm_export import accelerated_coreml_llm_export
 
         return accelerated_coreml_llm_export()
 
@@ -133,9 +134,9 @@ class CoreMLBackend(Backend):
         mlpackage: Path | None = given.get("--mlpackage")
         if mlpackage is not None:
             from lowerkit.cli.backends.coreml.payload import write_mlpackage
-            from lowerkit.cli.inspect_pte import payloads
+            from lowerkit.cli.pte_file import read_plans
 
-            found = [p for backend, p in payloads(lowered.pte) if backend == "CoreMLBackend"]
+            found = [d.payload for plan in read_plans(lowered.pte) for d in plan.delegates if d.backend_id == "CoreMLBackend"]
             if len(found) != 1:
                 raise LoweringError(f"--mlpackage needs exactly one Core ML delegate, the program has {len(found)}")
             write_mlpackage(found[0], mlpackage)

@@ -7,6 +7,12 @@ from typing import Literal
 
 from lowerkit.cli.options import Target
 
+#: What `--verify` and the demo say of a Core ML program.
+COREML_CANNOT_RUN = (
+    "Core ML itself cannot run on Linux: the Core ML program was checked through torch "
+    "and its decoded weights, not executed"
+)
+
 
 @dataclass(frozen=True)
 class CoreMLTarget:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lowerkit.cli.backends.coreml.backend import COREML_CANNOT_RUN
+from lowerkit.cli.backends.coreml.targets import COREML_CANNOT_RUN
 from lowerkit.cli.result import Lowered
 from lowerkit.cli.sources.model import Inputs, ModelSource
 from lowerkit.pass_infra.numerics.sqnr import sqnr_db
