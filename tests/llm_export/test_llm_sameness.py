@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import llm as llm_benchmark  # its worker runs stock (imported: the sandbox holds it)
 from bench.llm_flows import COREML_TARGETS, export, overrides
 from bench.realworld_flows import Lowered
 from lowerkit.cli.app import main
@@ -52,8 +53,9 @@ def test_arm_same_pte_as_stock(target: str, stock_arm: dict[str, Lowered]) -> No
 
 def _stock_in_a_worker(target: str, out: Path) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    command = [sys.executable, "-m", "bench.llm", "--worker", "stock", MODEL, target, str(out)]
-    subprocess.run(command, env=env, check=True, capture_output=True, timeout=900)
+    command = [sys.executable, "-m", llm_benchmark.__name__, "--worker", "stock", MODEL, target, str(out)]
+    done = subprocess.run(command, env=env, check=False, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
     record: dict[str, object] = json.loads(out.read_text())
     assert record["ok"], record.get("traceback")
     return record
