@@ -199,10 +199,7 @@ def _buffer_write_blocker(node: Node, buffer: Node, position: dict[Node, int], t
         return f"{target} writes {buffer.name}"
     if functional in table or _decomposes_by_itself(functional, node):
         return f"{target} writes {buffer.name} and its out-of-place operator decomposes"
-    for user in node.users:
-        if _is_view(user):
-            return f"{target}'s result {node.name} has a view ({user.name}), which a trace records where it is read"
-    return None
+    return _viewed_result(node)
 
 
 def _tensor_type(node: Node) -> Any:
@@ -245,12 +242,16 @@ def _in_place_blocker(node: Node, position: dict[Node, int]) -> str | None:
             return f"{target} mutates {mutated.name}, which {user.name} reads afterwards"
         if isinstance(user.target, _upstream.OpOverload) and _upstream.returns_alias(user.target):
             return f"{target} mutates {mutated.name}, of which {user.name} is a view"
+    return _viewed_result(node)
+
+
+def _viewed_result(node: Node) -> str | None:
+    """Why in-place call `node`'s result cannot be re-pointed as is: a view of it taken after the
+    call, which a trace records again where a non-view first reads it, with that reader's
+    provenance and a later name (ConvNeXt's ``x += shortcut``, then LayerNorm2d's permute)."""
     for user in node.users:
-        # A view of the mutated tensor taken after the call: a trace records it again where a
-        # non-view first reads it, with that reader's provenance and a later name (ConvNeXt's
-        # ``x += shortcut`` then LayerNorm2d's permute).
         if _is_view(user):
-            return f"{target}'s result {node.name} has a view ({user.name}), which a trace records where it is read"
+            return f"{node.target}'s result {node.name} has a view ({user.name}), which a trace records where it is read"
     return None
 
 
