@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bench.llm_flows import model_files, overrides
+from bench.llm_flows import dotlist, model_files, overrides
 from lowerkit.cli.app import main
 
 MODEL = "llama_ci"
@@ -26,8 +26,7 @@ NEW_TOKENS = 16
 
 def _portable_program(output: Path) -> None:
     values = {k: v for k, v in overrides(MODEL, "coreml-fp16", output).items() if not k.startswith("backend.")}
-    arguments = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()]
-    main(args=["llm", *arguments, "-q", "--no-cache"], standalone_mode=False)
+    main(args=["llm", *dotlist(values), "-q", "--no-cache"], standalone_mode=False)
 
 
 def _greedy_with_the_runtime(pte: bytes) -> tuple[list[int], dict[str, object]]:

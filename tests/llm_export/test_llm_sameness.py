@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from bench import llm as llm_benchmark  # its worker runs stock (imported: the sandbox holds it)
-from bench.llm_flows import COREML_TARGETS, export, overrides
+from bench.llm_flows import COREML_TARGETS, dotlist, export, overrides
 from bench.realworld_flows import Lowered
 from lowerkit.cli.app import main
 from lowerkit.pass_infra import decomposition_fallbacks
@@ -73,8 +73,7 @@ def test_coreml_same_canonical_payload_as_stock(target: str, tmp_path: Path) -> 
 
 
 def _lowerkit_llm(target: str, output: Path, *extra: str) -> None:
-    arguments = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in overrides(MODEL, target, output).items()]
-    main(args=["llm", *arguments, "-q", *extra], standalone_mode=False)
+    main(args=["llm", *dotlist(overrides(MODEL, target, output)), "-q", *extra], standalone_mode=False)
 
 
 def test_the_llm_command_writes_stocks_pte_and_serves_it_from_the_cache(

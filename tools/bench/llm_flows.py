@@ -20,20 +20,17 @@ read back from the file ``export_llama`` wrote (Core ML payloads are compared ca
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
 import tempfile
-import typing
 from collections.abc import Iterator
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from bench.realworld_flows import Lowered, _Clock
 
-__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "export", "model_files", "preimport"]
+__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "dotlist", "export", "model_files", "preimport"]
 
 SIDES = ("stock", "dropin")
 MAX_SEQ_LEN = 64
@@ -120,18 +117,16 @@ def overrides(name: str, target: str, output: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def llm_config(values: dict[str, Any]) -> Any:
-    """An ``LlmConfig`` with the dotted `values` set, enum fields by value (as ``export_llm`` parses them)."""
-    from executorch.extension.llm.export.config.llm_config import LlmConfig
+def dotlist(values: dict[str, Any]) -> list[str]:
+    """The dotted `values` as ``export_llm``'s ``key=value`` arguments."""
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()]
 
-    config = LlmConfig()
-    for key, value in values.items():
-        *path, name = key.split(".")
-        owner = functools.reduce(getattr, path, config)
-        hint = typing.get_type_hints(type(owner))[name]
-        enum = next((k for k in (hint, *typing.get_args(hint)) if isinstance(k, type) and issubclass(k, Enum)), None)
-        setattr(owner, name, enum(value) if enum is not None else value)
-    return config
+
+def llm_config(values: dict[str, Any]) -> Any:
+    """The ``LlmConfig`` ``export_llm`` (and ``lowerkit llm``) builds from the dotted `values`."""
+    from lowerkit.cli.llm import llm_config as parsed
+
+    return parsed(None, dotlist(values))
 
 
 @contextlib.contextmanager
