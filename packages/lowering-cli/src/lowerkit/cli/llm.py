@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lowerkit.cli.cache.cached import CacheSettings
+from lowerkit.cli.cache.digests import file_digest
 from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.progress import Steps
 from lowerkit.pass_infra.helpers.files import write_bytes_atomically
@@ -89,7 +90,6 @@ def cache_key(config: Any) -> str:
 
     from omegaconf import OmegaConf  # pants: no-infer-dep
 
-    from lowerkit.cli.cache.digests import file_digest
     from lowerkit.cli.cache.key import toolchain_fingerprint
 
     copy = dataclasses.replace(config, export=dataclasses.replace(config.export, output_dir=".", output_name=None))
@@ -97,7 +97,7 @@ def cache_key(config: Any) -> str:
     for tag, value in (
         ("format", _KEY_FORMAT),
         ("config", OmegaConf.to_yaml(OmegaConf.structured(copy))),
-        *((name, _file_digest(_field(config, name), file_digest)) for name in _INPUT_FILES),
+        *((name, _input_digest(_field(config, name))) for name in _INPUT_FILES),
         ("toolchain", toolchain_fingerprint()),
     ):
         raw = value.encode()
@@ -105,11 +105,12 @@ def cache_key(config: Any) -> str:
     return digest.hexdigest()
 
 
-def _file_digest(path: Any, digest: Any) -> str:
+def _input_digest(path: Any) -> str:
+    """The content digest of an input file the config names ("none" when it names none)."""
     if not path:
         return "none"
     try:
-        return str(digest(Path(path)))
+        return file_digest(Path(path))
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
 
