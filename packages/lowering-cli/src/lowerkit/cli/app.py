@@ -16,19 +16,22 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lowerkit.cli import atomic, debug_command, inspect_pte, targets
-from lowerkit.cli.backend import Given
+from lowerkit.cli.backend import Given, is_given
 from lowerkit.cli.backend_flags import backend_flags, parsed, written_files
 from lowerkit.cli.cache import commands as cache_commands
 from lowerkit.cli.daemon import commands as daemon_commands
-from lowerkit.cli.errors import CliError
+from lowerkit.cli.errors import CliError, UsageError
 from lowerkit.cli.fleet import commands as fleet_commands
-from lowerkit.cli.options import LowerOptions
+from lowerkit.cli.options import LowerOptions, Target
 from lowerkit.cli.sources.flags import source_options
+from lowerkit.cli.sources.hf_llm import DEFAULT_MAX_SEQ_LEN
+from lowerkit.cli.sources.hf_llm import TASK as LLM_TASK
 from lowerkit.cli.sources.options import SourceOptions
 from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
 if TYPE_CHECKING:
+    from lowerkit.cli.cache.cached import CacheSettings
     from lowerkit.cli.result import Lowered
 
 
@@ -100,6 +103,8 @@ def models_command(check: bool, as_json: bool) -> None:
 @click.option("--keep-float", "keep_float", multiple=True, metavar="LAYER", help="Leave this module in float (repeatable; see 'lowerkit debug').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+@click.option("--max-seq-len", type=click.IntRange(min=2), help=f"--task {LLM_TASK}: the KV cache's positions (default {DEFAULT_MAX_SEQ_LEN}).")
+@click.option("--llm-override", "llm_overrides", multiple=True, metavar="KEY=VALUE", help=f"--task {LLM_TASK}: an export_llm setting (repeatable), e.g. backend.coreml.quantize=c4w.")
 @source_options
 @cache_commands.cache_options
 def lower_command(
@@ -113,14 +118,33 @@ def lower_command(
     keep_float: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    max_seq_len: int | None,
+    llm_overrides: tuple[str, ...],
     source_options: SourceOptions,
     no_cache: bool,
     cache_remote: str | None,
     cache_remote_read_only: bool,
 ) -> None:
-    """Lower MODEL (zoo:NAME, et:NAME, hf:DIR, tv:NAME, FILE.pt2 or package.module:factory) to a .pte."""
+    """Lower MODEL (zoo:NAME, et:NAME, hf:DIR, tv:NAME, FILE.pt2 or package.module:factory) to a .pte.
+
+    hf:DIR --task text-generation: the KV-cache program ExecuTorch's LLM runner generates with,
+    built by ExecuTorch's LLM export (see 'lowerkit models').
+    """
     # Parse (the outputs must be writable before a pass file is read).
     target = targets.get(target_name)
+    if source_options.task == LLM_TASK:
+        refused = [flag for flag, value in given.items() if is_given(value)] + [
+            flag for flag, value in (("--calibration", calibration), ("--report", report), ("--verify", verify),
+                                     ("--keep-float", keep_float)) if value
+        ] + [flag for flag in source_options.given() if flag != "--task"]  # fmt: skip
+        if refused:
+            raise UsageError(f"{refused[0]} does not apply to --task {LLM_TASK} (export_llm's settings: --llm-override KEY=VALUE)")
+        _lower_text_generation(model, target, output, max_seq_len or DEFAULT_MAX_SEQ_LEN, llm_overrides, quiet=quiet,
+                               as_json=as_json, cache=cache_commands.settings(no_cache=no_cache, cache_remote=cache_remote,
+                                                                              cache_remote_read_only=cache_remote_read_only))
+        return
+    if max_seq_len is not None or llm_overrides:
+        raise UsageError(f"--max-seq-len and --llm-override apply to --task {LLM_TASK}")
     backend = targets.backend_of(target)
     for path in (output, report, *written_files(given)):
         if path is not None:
@@ -165,6 +189,29 @@ def lower_command(
         click.echo(line)
     if lowered.verification:
         click.echo(f"verify: {_verification_line(lowered.verification)}")
+
+
+def _lower_text_generation(
+    model: str, target: Target, output: Path, max_seq_len: int, overrides: tuple[str, ...], *, quiet: bool, as_json: bool, cache: CacheSettings
+) -> None:
+    from lowerkit.cli import llm, text_generation
+    from lowerkit.cli.progress import Steps
+
+    atomic.check_writable(output)
+    done = text_generation.lower(
+        model, target, output, max_seq_len=max_seq_len, overrides=overrides, cache=cache, steps=Steps.for_terminal(quiet=quiet)
+    )
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    size = done.pte.stat().st_size
+    if as_json:
+        summary = {"model": model, "target": target.name, "task": LLM_TASK, "output": str(done.pte), "bytes": size,
+                   "seconds": round(done.seconds, 3), "cache": done.cache, "files": [str(p) for p in done.files]}  # fmt: skip
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"wrote {llm.relative(done.pte)} ({size:,} bytes) for {target.name} in {done.seconds:.1f} s (cache {done.cache})")
+    for path in done.files:
+        click.echo(f"wrote {llm.relative(path)}")
 
 
 def _verification_line(check: dict[str, Any]) -> str:

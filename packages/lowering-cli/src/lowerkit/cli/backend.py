@@ -188,6 +188,11 @@ class Backend(ABC):
         ``LlmConfig``) enables this backend; None when it does not."""
         return None
 
+    def llm_overrides(self, target: Target) -> dict[str, Any] | None:
+        """The ``LlmConfig`` overrides with which ExecuTorch's LLM export builds `target` (``lower
+        --task text-generation``); None when it cannot."""
+        return None
+
     @abstractmethod
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
         """Lower `source` to `options.target` (calibrated on `calibration` when it quantizes)."""

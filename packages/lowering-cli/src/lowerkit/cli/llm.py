@@ -33,7 +33,7 @@ from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.progress import Steps
 from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 
-__all__ = ["LlmExport", "export", "llm_config"]
+__all__ = ["LlmExport", "dotlist", "export", "llm_config"]
 
 #: ``LlmConfig`` fields naming files whose content decides the program.
 _INPUT_FILES = (
@@ -54,6 +54,17 @@ class LlmExport:
     seconds: float = 0.0
     cache: str = "off"
     warnings: list[str] = field(default_factory=list)
+
+
+def dotlist(values: dict[str, Any]) -> list[str]:
+    """Dotted ``LlmConfig`` `values` as ``export_llm``'s ``key=value`` arguments (a JSON value quoted)."""
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        return f"'{value}'" if isinstance(value, str) and value.startswith(("{", "[")) else str(value)
+
+    return [f"{key}={text(value)}" for key, value in values.items()]
 
 
 def llm_config(config_file: Path | None, overrides: Sequence[str]) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from lowerkit.cli.sources.hf_llm import TASK as LLM_TASK
 from lowerkit.cli.sources.options import TASKS, SourceOptions
 
 
@@ -32,7 +33,7 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(
         (
             click.option("--weights", type=click.Path(path_type=Path), help="Weights for the model's architecture: .safetensors or a state_dict (torch.load weights_only)."),
-            click.option("--task", type=click.Choice(TASKS), help="hf:DIR: the head to build when config.json does not say."),
+            click.option("--task", type=click.Choice((*TASKS, LLM_TASK)), help=f"hf:DIR: the head to build when config.json does not say; {LLM_TASK}: a KV-cache program ExecuTorch's LLM runner generates with."),
             click.option("--random-weights", is_flag=True, help="et:NAME: build untrained (random, seeded) weights instead of downloading them."),
             click.option("--sequence-length", type=click.IntRange(min=1), help="hf:DIR text models: tokens in the example input."),
             click.option("--image-size", type=click.IntRange(min=1), help="hf:DIR / tv:NAME image models: the example image's size."),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lowerkit.cli.errors import UsageError
+from lowerkit.cli.sources.hf_llm import TASK as LLM_TASK
 from lowerkit.cli.sources.options import DEFAULT, TASKS, SourceOptions
 from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
@@ -79,6 +80,8 @@ def load(folder: Path, options: SourceOptions = DEFAULT) -> ModelSource:
     check_folder(folder)
     if options.random_weights:
         raise UsageError(f"hf:{folder}: --random-weights applies to et:; a folder without *.safetensors builds random weights")
+    if options.task == LLM_TASK:
+        raise UsageError(f"hf:{folder}: --task {LLM_TASK} builds through ExecuTorch's LLM export: 'lowerkit lower' only")
     if options.task is not None and options.task not in TASKS:
         raise UsageError(f"unknown --task '{options.task}'.{did_you_mean(options.task, TASKS)} One of: {', '.join(TASKS)}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

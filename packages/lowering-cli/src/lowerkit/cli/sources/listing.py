@@ -55,6 +55,14 @@ def rows(*, check: bool) -> list[dict[str, Any]]:
         "weights": "the folder's *.safetensors (random, with a warning, when it has none) or --weights FILE",
         "status": f"a save_pretrained folder; tasks {', '.join(TASKS)}; transformers {transformers}",
     })
+    from lowerkit.cli.sources import hf_llm
+
+    found += [
+        {"model": f"hf:DIR ({model_type})", "source": "hf", "buildable": transformers != "absent",
+         "weights": "the folder's *.safetensors, converted by ExecuTorch's converter",
+         "status": f"--task {hf_llm.TASK}: {family.title} (ExecuTorch's LLM export: KV cache, runner metadata)"}
+        for model_type, family in hf_llm.FAMILIES.items()
+    ]  # fmt: skip
     return found
 
 

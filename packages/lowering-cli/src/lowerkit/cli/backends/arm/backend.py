@@ -17,6 +17,7 @@ from lowerkit.cli.backends.arm.targets import (
     TARGET_TABLE,
     is_ethos_u,
     kind,
+    llm_overrides,
 )
 from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions, Target
@@ -45,6 +46,10 @@ class ArmBackend(Backend):
     settings_type = ArmSettings
     decoders = (inspection.VELA,)
     demo = (("ds_cnn", "tosa-int"), ("cnn9_layernorm", "ethos-u55-128"))
+
+    def llm_overrides(self, target: Target) -> dict[str, Any] | None:
+        """See `Backend.llm_overrides` (the target table's row says)."""
+        return llm_overrides(target)
 
     def llm_export_scope(self, config: Any) -> AbstractContextManager[None] | None:
         """TOSA, Ethos-U or VGF enabled: arm-passes' drop-in accelerators (same bytes)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from lowerkit.cli.options import Target
 
@@ -58,6 +58,22 @@ BY_NAME = {row.name: row for row in TARGET_TABLE}
 
 #: CLI target name -> lowerkit.arm_passes target name.
 ARM_TARGET_NAMES = {row.name: row.arm_name for row in TARGET_TABLE}
+
+
+def llm_overrides(target: Target) -> dict[str, Any] | None:
+    """``export_llm``'s settings for `target` (8a8w where it quantizes); None: it has no TOSA int16."""
+    row = BY_NAME[target.name]
+    if row.kind == "tosa":
+        if row.a16w8:
+            return None
+        if row.calibrates:
+            return {"backend.tosa.enabled": True, "quantization.pt2e_quantize": "tosa_8a8w"}
+        return {"backend.tosa.enabled": True, "backend.tosa.version": row.arm_name}
+    if row.kind == "ethos-u":
+        return {"backend.ethosu.enabled": True, "backend.ethosu.target": row.arm_name, "quantization.pt2e_quantize": "ethosu_8a8w"}
+    if row.calibrates:
+        return {"backend.vgf.enabled": True, "quantization.pt2e_quantize": "vgf_8a8w"}
+    return {"backend.vgf.enabled": True, "backend.vgf.compile_spec": "TOSA-1.0+FP"}
 
 
 def kind(target: Target) -> str | None:

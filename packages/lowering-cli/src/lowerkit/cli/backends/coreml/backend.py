@@ -20,6 +20,7 @@ from lowerkit.cli.backends.coreml.targets import (
     COREML_RECIPES,
     FAMILY,
     TARGET_TABLE,
+    llm_overrides,
 )
 from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions, Target
@@ -54,6 +55,10 @@ class CoreMLBackend(Backend):
     settings_type = CoreMLSettings
     decoders = (inspection.WEIGHTS,)
     demo = (("conv_linear", "coreml"), ("resnet8", "coreml-int8"), ("tiny_lm", "coreml-w4"))
+
+    def llm_overrides(self, target: Target) -> dict[str, Any] | None:
+        """See `Backend.llm_overrides` (the target table's row says)."""
+        return llm_overrides(target)
 
     def llm_export_scope(self, config: Any) -> AbstractContextManager[None] | None:
         """``backend.coreml.enabled``: lowerkit's Core ML backend in ``export_llama`` (same payload)."""

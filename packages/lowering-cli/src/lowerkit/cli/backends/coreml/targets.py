@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from lowerkit.cli.options import Target
 
@@ -28,20 +28,27 @@ class CoreMLTarget:
     takes_recipe: bool = False
     #: The name pattern of its group, for messages that list targets.
     pattern: str | None = None
+    #: ``export_llm``'s Core ML settings for it beyond `LLM_COREML` (None: its LLM export has no such target).
+    llm: tuple[tuple[str, Any], ...] | None = None
 
 
 _PALETTIZED = "coreml-palettize*"
+#: ExecuTorch's LLM export to Core ML (fp16 compute; iOS 18, which its 4-bit weights need).
+LLM_COREML: dict[str, Any] = {"backend.coreml.enabled": True, "backend.coreml.ios": 18}
 
 #: Adding a Core ML target is one row here (and its recipe in lowerkit.coreml_preprocess).
 TARGET_TABLE: tuple[CoreMLTarget, ...] = (
-    CoreMLTarget("coreml", "fp16", "Core ML, float16 compute", takes_recipe=True),
+    CoreMLTarget("coreml", "fp16", "Core ML, float16 compute", takes_recipe=True, llm=()),
     CoreMLTarget("coreml-fp32", "fp32", "Core ML, float32 compute", takes_recipe=True),
     CoreMLTarget(
         "coreml-int8", "int8", "Core ML, int8 activations and weights (pt2e static, lowerkit quantizer)", True,
-        debug="activations",
+        debug="activations", llm=(("quantization.pt2e_quantize", "coreml_8a_c8w"),),
     ),
     CoreMLTarget("coreml-w8", "w8", "Core ML, int8 per-channel linear weight quantization", debug="weights"),
-    CoreMLTarget("coreml-w4", "w4", "Core ML, int4 per-block (32) linear weight quantization, iOS18", debug="weights"),
+    CoreMLTarget(
+        "coreml-w4", "w4", "Core ML, int4 per-block (32) linear weight quantization, iOS18", debug="weights",
+        llm=(("backend.coreml.quantize", "b4w"),),
+    ),
     CoreMLTarget(
         "coreml-palettize4", "palettize4",
         "Core ML, 4-bit palettized weights: linear (torchao codebook, a table per 16 input columns) and conv and "
@@ -65,6 +72,12 @@ BY_NAME = {row.name: row for row in TARGET_TABLE}
 COREML_RECIPES = {row.name: row.recipe for row in TARGET_TABLE}
 #: Targets a --recipe file may be added to (they compress nothing themselves).
 RECIPE_TARGETS = tuple(row.name for row in TARGET_TABLE if row.takes_recipe)
+
+
+def llm_overrides(target: Target) -> dict[str, Any] | None:
+    """``export_llm``'s settings for `target`; None when its LLM export has no such target."""
+    extra = BY_NAME[target.name].llm
+    return None if extra is None else {**LLM_COREML, **dict(extra)}
 
 
 def is_coreml(target: Target) -> bool:

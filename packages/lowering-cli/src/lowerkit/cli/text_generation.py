@@ -1,0 +1,52 @@
+"""``lowerkit lower hf:DIR --task text-generation``: a program ExecuTorch's LLM runner generates with.
+
+The folder is converted (`sources.hf_llm.prepare`), the target's backend says how ExecuTorch's LLM
+export builds that target (`Backend.llm_overrides`), ``--llm-override KEY=VALUE`` refines it with
+``export_llm``'s own keys (e.g. ``backend.coreml.quantize=c4w``), and `llm.export` runs
+``export_llama`` inside lowerkit's scopes, through the lowering cache, writing the ``.pte`` atomically.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from lowerkit.cli import llm, targets
+from lowerkit.cli.cache.cached import CacheSettings
+from lowerkit.cli.errors import UsageError
+from lowerkit.cli.options import Target
+from lowerkit.cli.progress import Steps
+from lowerkit.cli.sources import hf_llm
+
+__all__ = ["lower", "supported_targets"]
+
+
+def supported_targets() -> list[str]:
+    """The targets ExecuTorch's LLM export builds, by name."""
+    return [name for name, target in targets.TARGETS.items() if targets.backend_of(target).llm_overrides(target) is not None]
+
+
+def lower(
+    model: str, target: Target, output: Path, *, max_seq_len: int, overrides: Sequence[str], cache: CacheSettings, steps: Steps
+) -> llm.LlmExport:
+    """Export the Hugging Face folder `model` (``hf:DIR``) for `target` into `output` (see the module docstring)."""
+    if not model.startswith("hf:"):
+        raise UsageError(f"--task {hf_llm.TASK} builds from a Hugging Face folder (hf:DIR), not '{model}'")
+    if output.suffix != ".pte":
+        raise UsageError(f"--task {hf_llm.TASK} writes a .pte: name the output FILE.pte, not '{output}'")
+    backend = targets.backend_of(target).llm_overrides(target)
+    if backend is None:
+        raise UsageError(
+            f"ExecuTorch's LLM export has no target like {target.name}; with --task {hf_llm.TASK} use one of: "
+            f"{', '.join(supported_targets())} (export_llm's other settings: --llm-override KEY=VALUE)"
+        )
+    with steps.step("convert the weights"):
+        prepared = hf_llm.prepare(Path(model.removeprefix("hf:")), keep=cache.enabled)
+    try:
+        values = hf_llm.llm_values(prepared, backend, max_seq_len=max_seq_len, output=output)
+        config = llm.llm_config(None, [*llm.dotlist(values), *overrides])
+        return llm.export(config, cache=cache, steps=steps)
+    finally:
+        if not cache.enabled:
+            shutil.rmtree(prepared.checkpoint.parent, ignore_errors=True)
