@@ -1,0 +1,197 @@
+"""``lowerkit lower hf:DIR --task text-generation``: a Hugging Face decoder folder becomes a program that
+generates, and its lowering is stock ExecuTorch's.
+
+Tiny random folders, written by transformers' ``save_pretrained`` (2 layers, dim 64, grouped-query
+attention, weights seeded and scaled up so that greedy decoding does not just repeat a token), one
+per family lowerkit builds (`hf_llm.FAMILIES`):
+
+* **Generation**: lowerkit's LLM path (ExecuTorch's converter, ``params_of``, ``export_llama`` with
+  the KV cache and static shapes) with no backend (ExecuTorch's Core ML and Arm delegates do not
+  run on Linux), run by ExecuTorch's runtime as its LLM runner runs it: prompt one token at a time,
+  then each argmax fed back. The same 16 tokens as transformers' ``generate`` (greedy) on the folder.
+* **Sameness**, on a one-layer Qwen 3 folder (the family whose ExecuTorch converter imports without
+  torchtune): stock is what a user runs, in its own process: ExecuTorch's ``convert_weights`` and
+  ``python -m executorch.extension.llm.export.export_llm`` with the settings written out here per
+  target (independently of lowerkit's target table); lowerkit is ``lowerkit lower``. The same
+  ``.pte`` bytes (Arm) or canonical Core ML payload (Core ML).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.realworld_flows import Lowered
+from lowerkit.cli import llm
+from lowerkit.cli.app import main
+from lowerkit.cli.cache.cached import CacheSettings
+from lowerkit.cli.errors import UsageError
+from lowerkit.cli.progress import Steps
+from lowerkit.cli.pte_file import read_plans
+from lowerkit.cli.sources import hf_llm
+
+PROMPT = [1, 7, 42, 99]
+NEW_TOKENS = 16
+MAX_SEQ_LEN = 64
+_COMMON = {
+    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "max_position_embeddings": 128, "initializer_range": 0.3, "bos_token_id": 1, "eos_token_id": 2,
+}  # fmt: skip
+#: transformers config class and its own fields, per family (tied and untied embeddings both covered).
+CONFIGS = {
+    "llama": ("LlamaConfig", {"tie_word_embeddings": True, "rope_theta": 100000.0}),
+    "qwen2": ("Qwen2Config", {}),
+    "qwen3": ("Qwen3Config", {"head_dim": 16, "tie_word_embeddings": True}),
+    "phi3": ("Phi3Config", {"partial_rotary_factor": 0.75, "pad_token_id": 0}),
+}
+#: The folder the sameness tests lower: Qwen 3 with one layer (stock's Arm pipeline costs a minute or more per case).
+SAMENESS = "qwen3-1l"
+_CORE_ML = ["backend.coreml.enabled=true", "backend.coreml.ios=18"]
+#: export_llm's settings a user passes for each target (stock's side), and lowerkit's extra overrides.
+STOCK_SETTINGS: dict[str, tuple[list[str], list[str]]] = {
+    "coreml": (_CORE_ML, []),
+    "coreml-c4w": (_CORE_ML + ["backend.coreml.quantize=c4w"], ["backend.coreml.quantize=c4w"]),
+    "coreml-w4": (_CORE_ML + ["backend.coreml.quantize=b4w"], []),
+    "coreml-int8": (_CORE_ML + ["quantization.pt2e_quantize=coreml_8a_c8w"], []),
+    "tosa-int": (["backend.tosa.enabled=true", "quantization.pt2e_quantize=tosa_8a8w"], []),
+    "tosa-fp": (["backend.tosa.enabled=true", "backend.tosa.version=TOSA-1.0+FP"], []),
+    "ethos-u55-128": (["backend.ethosu.enabled=true", "backend.ethosu.target=ethos-u55-128", "quantization.pt2e_quantize=ethosu_8a8w"], []),
+    "ethos-u85-256": (["backend.ethosu.enabled=true", "backend.ethosu.target=ethos-u85-256", "quantization.pt2e_quantize=ethosu_8a8w"], []),
+    "vgf-int": (["backend.vgf.enabled=true", "quantization.pt2e_quantize=vgf_8a8w"], []),
+    "vgf-fp": (["backend.vgf.enabled=true", "backend.vgf.compile_spec=TOSA-1.0+FP"], []),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One save_pretrained folder per family, seeded."""
+    from bench.torchvision_shim import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    import transformers
+
+    made = {}
+    for family, (config_class, own) in (*CONFIGS.items(), (SAMENESS, (CONFIGS["qwen3"][0], {**CONFIGS["qwen3"][1], "num_hidden_layers": 1}))):
+        config = getattr(transformers, config_class)(**{**_COMMON, **own})
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            model = transformers.AutoModelForCausalLM.from_config(config)
+        made[family] = tmp_path_factory.mktemp(family)
+        model.save_pretrained(made[family])
+    return made
+
+
+def _portable_program(folder: Path, output: Path) -> None:
+    prepared = hf_llm.prepare(folder, keep=False)
+    values = hf_llm.llm_values(prepared, {}, max_seq_len=MAX_SEQ_LEN, output=output)
+    llm.export(llm.llm_config(None, llm.dotlist(values)), cache=CacheSettings(enabled=False), steps=Steps.for_terminal(quiet=True))
+
+
+def _greedy_with_the_runtime(pte: bytes) -> tuple[list[int], dict[str, object]]:
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(pte)
+    forward = program.load_method("forward")
+    logits = None
+    for position, token in enumerate(PROMPT):
+        logits = forward.execute([torch.tensor([[token]]), torch.tensor([position])])[0]
+    generated: list[int] = []
+    for position in range(len(PROMPT), len(PROMPT) + NEW_TOKENS):
+        assert logits is not None
+        generated.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
+        logits = forward.execute([torch.tensor([[generated[-1]]]), torch.tensor([position])])[0]
+    metadata = {name: program.load_method(name).execute([])[0] for name in program.method_names if name != "forward"}
+    return generated, metadata
+
+
+def _greedy_with_transformers(folder: Path) -> list[int]:
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        out = model.generate(torch.tensor([PROMPT]), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
+    return [int(t) for t in out[0, len(PROMPT) :]]
+
+
+@pytest.mark.parametrize("family", CONFIGS)
+def test_the_program_generates_what_transformers_generates(family: str, folders: dict[str, Path], tmp_path: Path) -> None:
+    output = tmp_path / "model.pte"
+    _portable_program(folders[family], output)
+    generated, metadata = _greedy_with_the_runtime(output.read_bytes())
+    assert generated == _greedy_with_transformers(folders[family])
+    assert len(set(generated)) > 4  # not a degenerate repetition
+    assert metadata["use_kv_cache"] is True and metadata["get_max_seq_len"] == MAX_SEQ_LEN
+    assert metadata["get_n_layers"] == 2 and metadata["get_vocab_size"] == 512
+    assert metadata["get_bos_id"] == 1 and metadata["get_eos_ids"] == 2  # from config.json
+
+
+def _stock(folder: Path, target: str, tmp_path: Path) -> bytes:
+    """What a user runs: ExecuTorch's converter, then export_llm, in a process of its own."""
+    from executorch.examples.models.qwen3.convert_weights import convert_weights
+
+    checkpoint, params, output = tmp_path / "stock.pth", tmp_path / "params.json", tmp_path / "stock.pte"
+    convert_weights(str(folder), str(checkpoint))
+    params.write_text(json.dumps(hf_llm.params_of(json.loads((folder / "config.json").read_text()), folder)))
+    settings = [
+        "base.model_class=qwen3_0_6b", f"base.checkpoint={checkpoint}", f"base.params={params}",
+        """base.metadata='{"get_bos_id": 1, "get_eos_ids": [2]}'""",
+        "model.use_kv_cache=true", "model.enable_dynamic_shape=false",
+        f"export.max_seq_length={MAX_SEQ_LEN}", f"export.max_context_length={MAX_SEQ_LEN}",
+        f"export.output_dir={tmp_path}", f"export.output_name={output}", *STOCK_SETTINGS[target][0],
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    command = [sys.executable, "-m", "executorch.extension.llm.export.export_llm", *settings]
+    done = subprocess.run(command, env=env, cwd=tmp_path, check=False, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output.read_bytes()
+
+
+def _lowered(pte: bytes, target: str) -> Lowered:
+    payloads = [d.payload for plan in read_plans(pte) for d in plan.delegates]
+    return Lowered(pte, payloads, "coreml" if target.startswith("coreml") else "arm")
+
+
+@pytest.mark.parametrize("target", STOCK_SETTINGS)
+def test_lowerkit_lower_gives_stock_export_llms_program(target: str, folders: dict[str, Path], tmp_path: Path) -> None:
+    stock = _lowered(_stock(folders[SAMENESS], target, tmp_path), target)
+    output = tmp_path / "lowerkit.pte"
+    cli_target = "coreml" if target == "coreml-c4w" else target
+    extra = [arg for override in STOCK_SETTINGS[target][1] for arg in ("--llm-override", override)]
+    main(
+        args=["lower", f"hf:{folders[SAMENESS]}", "--task", "text-generation", "-t", cli_target, "-o", str(output),
+              "--max-seq-len", str(MAX_SEQ_LEN), "-q", "--no-cache", *extra],
+        standalone_mode=False,
+    )  # fmt: skip
+    fast = _lowered(output.read_bytes(), target)
+    assert stock.payloads and fast.payloads
+    if target.startswith("coreml"):
+        assert fast.payload_digests() == stock.payload_digests()
+    else:
+        assert fast.pte == stock.pte
+
+
+def test_an_unsupported_architecture_names_those_that_build(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(UsageError, match=r"builds no 'gpt2' decoder; it builds: llama \(Llama 3.x, SmolLM2\), qwen2"):
+        main(args=["lower", f"hf:{tmp_path}", "--task", "text-generation", "-t", "coreml", "-o", str(tmp_path / "m.pte")],
+             standalone_mode=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["-t", "coreml-fp32"], "ExecuTorch's LLM export has no target like coreml-fp32; with --task text-generation use one of: coreml, coreml-int8"),
+        (["-t", "tosa-int", "--verify"], "--verify does not apply to --task text-generation"),
+        (["-t", "ethos-u55-128", "--a16w8"], "--a16w8 does not apply to --task text-generation"),
+    ],
+)  # fmt: skip
+def test_what_the_llm_export_cannot_do_is_one_line(arguments: list[str], message: str, folders: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        main(args=["lower", f"hf:{folders['llama']}", "--task", "text-generation", "-o", str(tmp_path / "m.pte"), *arguments],
+             standalone_mode=False)  # fmt: skip
