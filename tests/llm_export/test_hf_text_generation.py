@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -39,12 +40,12 @@ from lowerkit.cli.sources import hf_llm
 PROMPT = [1, 7, 42, 99]
 NEW_TOKENS = 16
 MAX_SEQ_LEN = 64
-_COMMON = {
+_COMMON: dict[str, Any] = {
     "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "max_position_embeddings": 128, "initializer_range": 0.3, "bos_token_id": 1, "eos_token_id": 2,
 }  # fmt: skip
 #: transformers config class and its own fields, per family (tied and untied embeddings both covered).
-CONFIGS = {
+CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama": ("LlamaConfig", {"tie_word_embeddings": True, "rope_theta": 100000.0}),
     "qwen2": ("Qwen2Config", {}),
     "qwen3": ("Qwen3Config", {"head_dim": 16, "tie_word_embeddings": True}),
@@ -56,9 +57,9 @@ _CORE_ML = ["backend.coreml.enabled=true", "backend.coreml.ios=18"]
 #: export_llm's settings a user passes for each target (stock's side), and lowerkit's extra overrides.
 STOCK_SETTINGS: dict[str, tuple[list[str], list[str]]] = {
     "coreml": (_CORE_ML, []),
-    "coreml-c4w": (_CORE_ML + ["backend.coreml.quantize=c4w"], ["backend.coreml.quantize=c4w"]),
-    "coreml-w4": (_CORE_ML + ["backend.coreml.quantize=b4w"], []),
-    "coreml-int8": (_CORE_ML + ["quantization.pt2e_quantize=coreml_8a_c8w"], []),
+    "coreml-c4w": ([*_CORE_ML, "backend.coreml.quantize=c4w"], ["backend.coreml.quantize=c4w"]),
+    "coreml-w4": ([*_CORE_ML, "backend.coreml.quantize=b4w"], []),
+    "coreml-int8": ([*_CORE_ML, "quantization.pt2e_quantize=coreml_8a_c8w"], []),
     "tosa-int": (["backend.tosa.enabled=true", "quantization.pt2e_quantize=tosa_8a8w"], []),
     "tosa-fp": (["backend.tosa.enabled=true", "backend.tosa.version=TOSA-1.0+FP"], []),
     "ethos-u55-128": (["backend.ethosu.enabled=true", "backend.ethosu.target=ethos-u55-128", "quantization.pt2e_quantize=ethosu_8a8w"], []),
@@ -146,6 +147,10 @@ def _stock(folder: Path, target: str, tmp_path: Path) -> bytes:
         f"export.output_dir={tmp_path}", f"export.output_name={output}", *STOCK_SETTINGS[target][0],
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    if target.startswith("vgf"):  # where ExecuTorch's VGF backend looks for Arm's converter (its docs)
+        from lowerkit.arm_passes.converter import packaged_model_converter
+
+        env["MODEL_CONVERTER_PATH"] = str(packaged_model_converter())
     command = [sys.executable, "-m", "executorch.extension.llm.export.export_llm", *settings]
     done = subprocess.run(command, env=env, cwd=tmp_path, check=False, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -206,3 +206,22 @@ def test_scopes_make_torchs_export_the_deferring_one(
     assert ours_count < stock_count, (ours_count, stock_count)
     assert _program_text(ours) == _program_text(stock)
     assert torch.export.export is stock_export  # restored when the scope closes
+
+
+class _KeywordInput(torch.nn.Module):
+    def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
+        return x * scale
+
+
+def test_export_deferring_recompiles_takes_what_torchs_export_takes() -> None:
+    """Called as torch.export.export is (export_llama's pt2e path passes the model's keyword inputs
+    positionally): the same program."""
+    model, args, kwargs = _KeywordInput(), (torch.randn(3),), {"scale": torch.randn(3)}
+    for call in (
+        lambda export: export(model, args, kwargs),
+        lambda export: export(model, args, kwargs, dynamic_shapes=None),
+        lambda export: export(mod=model, args=args, kwargs=kwargs, strict=False),
+    ):
+        stock, program = call(torch.export.export), call(export_deferring_recompiles)
+        assert _program_text(program) == _program_text(stock)
+        assert torch.equal(program.module()(*args, **kwargs), model(*args, **kwargs))

@@ -25,8 +25,7 @@ from lowerkit.cli.fleet import commands as fleet_commands
 from lowerkit.cli.options import LowerOptions, Target
 from lowerkit.cli.sources.flags import source_options
 from lowerkit.cli.sources.hf_llm import DEFAULT_MAX_SEQ_LEN
-from lowerkit.cli.sources.hf_llm import TASK as LLM_TASK
-from lowerkit.cli.sources.options import SourceOptions
+from lowerkit.cli.sources.options import LLM_TASK, SourceOptions
 from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 

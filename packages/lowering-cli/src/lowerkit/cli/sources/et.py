@@ -65,7 +65,10 @@ def _unavailable(name: str, why: str, requires: tuple[str, ...] = ()) -> EtModel
     return EtModel(name, UNAVAILABLE, why, requires)
 
 
-_CHECKPOINT = "needs a converted LLM checkpoint and params file (see ExecuTorch's examples/models/{}); not buildable by name"
+_CHECKPOINT = (
+    "needs a converted LLM checkpoint and params file (see ExecuTorch's examples/models/{}); not buildable by name: "
+    "lower its Hugging Face folder with hf:DIR --task text-generation"
+)
 ENTRIES: tuple[EtModel, ...] = (
     *(_untrained(n, "a toy module (no weights or seeded initialization)") for n in ("mul", "linear", "add", "add_mul", "softmax", "conv1d", "sdpa")),
     _untrained("lstm"),

@@ -9,8 +9,7 @@ from typing import Any
 
 import click
 
-from lowerkit.cli.sources.hf_llm import TASK as LLM_TASK
-from lowerkit.cli.sources.options import TASKS, SourceOptions
+from lowerkit.cli.sources.options import LLM_TASK, TASKS, SourceOptions
 
 
 def source_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lowerkit.cli.errors import UsageError
-from lowerkit.cli.sources.hf_llm import TASK as LLM_TASK
-from lowerkit.cli.sources.options import DEFAULT, TASKS, SourceOptions
+from lowerkit.cli.sources.options import DEFAULT, LLM_TASK, TASKS, SourceOptions
 from lowerkit.pass_infra.helpers.suggest import did_you_mean
 
 if TYPE_CHECKING:

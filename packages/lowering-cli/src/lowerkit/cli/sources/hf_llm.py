@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from lowerkit.cli.errors import UsageError
+from lowerkit.cli.sources.options import LLM_TASK as TASK
 
 __all__ = ["DEFAULT_MAX_SEQ_LEN", "FAMILIES", "TASK", "Family", "Prepared", "family_of", "llm_values", "params_of", "prepare"]
 
-#: The `--task` that builds a generating program through ExecuTorch's LLM export.
-TASK = "text-generation"
 #: `--max-seq-len` when not given: the KV cache's positions (prompt and generated tokens).
 DEFAULT_MAX_SEQ_LEN = 128
 _CONVERTERS = "executorch.examples.models"

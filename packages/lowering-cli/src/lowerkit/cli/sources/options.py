@@ -7,6 +7,8 @@ from pathlib import Path
 
 #: The tasks `hf:DIR` builds a head for (`--task`).
 TASKS = ("causal-lm", "masked-lm", "encoder", "image-classification")
+#: The `--task` that builds a generating program through ExecuTorch's LLM export (`sources.hf_llm`).
+LLM_TASK = "text-generation"
 
 
 @dataclass(frozen=True)

@@ -76,14 +76,16 @@ def _make_plain(module: GraphModule, lazy_before: set[int]) -> None:
             plain_graph_module(made)
 
 
-def export_deferring_recompiles(model: torch.nn.Module, args: tuple[Any, ...], **kwargs: Any) -> ExportedProgram:
-    """``torch.export.export(model, args, **kwargs)``: the same program, without generating the
-    code of the modules export traces and edits on the way (torch's own export on unproven versions)."""
+def export_deferring_recompiles(*args: Any, **kwargs: Any) -> ExportedProgram:
+    """``torch.export.export``, called as it is called (any of its arguments positional): the same
+    program, without generating the code of the modules export traces and edits on the way
+    (torch's own export on unproven versions)."""
     if not proven("lowerkit-pass-infra", PROVEN_ON, "export_deferring_recompiles"):
-        return _STOCK_EXPORT(model, args, **kwargs)
+        return _STOCK_EXPORT(*args, **kwargs)
+    model = args[0] if args else kwargs["mod"]
     lazy_before = _lazily_made_in(model)
     with _upstream.lazy_graph_modules():
-        program = _STOCK_EXPORT(model, args, **kwargs)
+        program = _STOCK_EXPORT(*args, **kwargs)
     _make_plain(program.graph_module, lazy_before)
     return program
 

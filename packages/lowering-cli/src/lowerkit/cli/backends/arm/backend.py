@@ -56,7 +56,7 @@ class ArmBackend(Backend):
         arm = config.backend
         if not (arm.tosa.enabled or arm.ethosu.enabled or arm.vgf.enabled):
             return None
-        return _arm_drop_in()
+        return _arm_drop_in(vgf=arm.vgf.enabled)
 
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:
         """Quantize (INT / Ethos-U / vgf-int), run the fast Arm pipeline, serialize a .pte; Ethos-U: Vela's NPU report."""
@@ -228,12 +228,19 @@ ARM = ArmBackend()
 
 
 @contextmanager
-def _arm_drop_in() -> Iterator[None]:
-    """arm-passes' drop-in accelerators for ExecuTorch's own Arm flow (quantizer and pipeline)."""
+def _arm_drop_in(vgf: bool) -> Iterator[None]:
+    """arm-passes' drop-in accelerators for ExecuTorch's own Arm flow (quantizer and pipeline); for
+    VGF, ExecuTorch's backend finds the installed model converter (as ``lower -t vgf-*``)."""
     from lowerkit.arm_passes.accelerate import (
         accelerated_arm_pipeline,
         accelerated_arm_quantization,
     )
+    from lowerkit.arm_passes.converter import converter_environment
+    from lowerkit.pass_infra.accelerations.patching import lowering_lock
 
-    with accelerated_arm_quantization(), accelerated_arm_pipeline():
-        yield
+    with lowering_lock(), accelerated_arm_quantization(), accelerated_arm_pipeline():
+        if not vgf:
+            yield
+            return
+        with converter_environment():
+            yield
