@@ -74,27 +74,6 @@ def _type_and_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
 
 
-def _preimport(side: str, target: str) -> None:
-    """Import what the side's flow uses, so the clock does not pay it."""
-    import executorch.exir
-    import torchao.quantization.pt2e.quantize_pt2e  # noqa: F401
-
-    if target in COREML_TARGETS:
-        if side == "stock":
-            import executorch.backends.apple.coreml.partition
-            import executorch.backends.apple.coreml.quantizer
-        else:
-            import lowerkit.coreml_preprocess
-            import lowerkit.coreml_quantizer
-    else:
-        import executorch.backends.arm.ethosu.partitioner
-        import executorch.backends.arm.quantizer
-        import executorch.backends.arm.tosa.partitioner  # noqa: F401
-
-        if side != "stock":
-            import lowerkit.arm_passes  # noqa: F401
-
-
 @contextlib.contextmanager
 def _fallbacks_recorded(side: str, record: dict[str, Any]) -> Iterator[None]:
     """On lowerkit's sides, record why any ``run_decompositions`` took the whole re-trace."""
@@ -113,9 +92,9 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
 
     def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
         from bench.corpus import load
-        from bench.realworld_flows import lower
+        from bench.realworld_flows import lower, preimport
 
-        _preimport(side, target)
+        preimport(side, target in COREML_TARGETS)
         record["imports_s"] = time.perf_counter() - start
         mark = time.perf_counter()
         model = load(model_name)
