@@ -41,7 +41,12 @@ __all__ = [
     "COREML_TARGETS",
     "SIDES",
     "TARGETS",
+    "ArmStock",
     "Lowered",
+    "arm_payloads",
+    "arm_public_api",
+    "arm_stock",
+    "arm_stock_quantized",
     "canonical_payload",
     "canonical_payload_digest",
     "lower",
@@ -105,26 +110,18 @@ def _delegate_payloads(edge: Any) -> list[bytes]:
     return [bytes(m.processed_bytes) for _, m in module.named_children() if isinstance(m, LoweredBackendModule)]
 
 
-def _calibrate(prepared: torch.fx.GraphModule, calibration: Sequence[tuple[Any, ...]]) -> None:
+def _quantized(
+    program: torch.export.ExportedProgram, prepare: Callable[[torch.export.ExportedProgram], torch.fx.GraphModule],
+    calibration: Sequence[tuple[Any, ...]],
+) -> torch.fx.GraphModule:
+    """``prepare(program)``, calibrated on `calibration`, through ``convert_pt2e``."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+
+    prepared = prepare(program)
     with torch.no_grad():
         for batch in calibration:
             prepared(*batch)
-
-
-# --- Arm --------------------------------------------------------------------------------------------------
-
-
-def _arm_objects(target: str) -> tuple[Any, Callable[[Any], Any], Callable[[Any], Any]]:
-    """ExecuTorch's compile spec for `target`, and its quantizer and partitioner classes."""
-    from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
-    from executorch.backends.arm.ethosu.partitioner import EthosUPartitioner
-    from executorch.backends.arm.quantizer import EthosUQuantizer, TOSAQuantizer
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-
-    if target.startswith("ethos-u"):
-        return EthosUCompileSpec(target), EthosUQuantizer, EthosUPartitioner
-    return TosaCompileSpec(target), TOSAQuantizer, TOSAPartitioner
+    return convert_pt2e(prepared)
 
 
 def _public_flow(
@@ -140,16 +137,13 @@ def _public_flow(
     export is the first thing inside ``lowering_scope()``. Each scope is entered once.
     """
     from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
     if prepare is not None:
         with quantization_scope():
             with clock("export"):
                 program = torch.export.export(module, inputs)
             with clock("quantize"):
-                prepared = prepare(program)
-                _calibrate(prepared, calibration)
-                converted = convert_pt2e(prepared)
+                converted = _quantized(program, prepare, calibration)
             with clock("re-export"):
                 program = torch.export.export(converted, inputs)
     with lowering_scope():
@@ -164,27 +158,109 @@ def _public_flow(
     return Lowered(pte, payloads, backend, clock.stages)
 
 
-def arm_public_api(
-    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
-    clock: _Clock, quantization_scope: Callable[[], Any] = contextlib.nullcontext,
-    lowering_scope: Callable[[], Any] = contextlib.nullcontext,
-) -> Lowered:
-    """aot_arm_compiler's flow with ExecuTorch's public API; the scopes wrap quantization / lowering."""
-    from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+# --- Arm --------------------------------------------------------------------------------------------------
+
+
+#: The TOSA profile of each VGF target (aot_arm_compiler's ``vgf``: INT with ``--quantize``, else FP).
+_VGF_PROFILES = {"vgf-int": "TOSA-1.0+INT", "vgf-fp": "TOSA-1.0+FP"}
+
+
+@dataclass(frozen=True)
+class ArmStock:
+    """ExecuTorch's public Arm objects for one target: compile spec, quantizer and partitioner makers."""
+
+    spec: Any
+    #: A fresh quantizer with the symmetric int8 (or a16w8) config set globally; None: the target is float.
+    quantizer: Callable[[], Any] | None
+    partitioner: Callable[[], Any]
+
+
+def arm_stock(
+    target: str, *, a16w8: bool = False, system_config: str | None = None, memory_mode: str | None = None,
+    config_ini: str | None = None,
+) -> ArmStock:
+    """The compile spec, quantizer and partitioner an ExecuTorch user builds for `target` (aot_arm_compiler's).
+
+    Ethos-U: `system_config` / `memory_mode` (None: the target's defaults) and `config_ini` (None:
+    Vela's ``Arm/vela.ini``); VGF: ``vgf-int`` / ``vgf-fp``; else a TOSA profile.
+    """
+    from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.quantizer import (
+        EthosUQuantizer,
+        TOSAQuantizer,
+        VgfQuantizer,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+    from executorch.backends.arm.tosa import TosaSpecification
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+
+    spec: Any
+    if target.startswith("ethos-u"):
+        ini = config_ini if config_ini is not None else "Arm/vela.ini"
+        spec = EthosUCompileSpec(target, system_config=system_config, memory_mode=memory_mode, config_ini=ini)
+        quantizer_class, partitioner_class = EthosUQuantizer, EthosUPartitioner
+    elif target in _VGF_PROFILES:
+        spec = VgfCompileSpec(TosaSpecification.create_from_string(_VGF_PROFILES[target]))
+        quantizer_class, partitioner_class = VgfQuantizer, VgfPartitioner
+    else:
+        spec = TosaCompileSpec(target)
+        quantizer_class, partitioner_class = TOSAQuantizer, TOSAPartitioner
+
+    def quantizer() -> Any:
+        made = quantizer_class(spec)
+        made.set_global(get_symmetric_a16w8_quantization_config() if a16w8 else get_symmetric_quantization_config())
+        return made
+
+    floating = _VGF_PROFILES.get(target, target) == "TOSA-1.0+FP"
+    return ArmStock(spec, None if floating else quantizer, lambda: partitioner_class(spec))
+
+
+def _arm_prepare(stock: ArmStock) -> Callable[[torch.export.ExportedProgram], torch.fx.GraphModule] | None:
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
-    spec, quantizer_class, partitioner_class = _arm_objects(target)
+    quantizer = stock.quantizer
+    if quantizer is None:
+        return None
 
     def prepare(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
-        quantizer = quantizer_class(spec)
-        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
         # check_guards=False as lower_to_arm: DecomposeLayerNormPass cannot take the _guards_fn node.
-        return prepare_pt2e(program.module(check_guards=False), quantizer)
+        return prepare_pt2e(program.module(check_guards=False), quantizer())
 
+    return prepare
+
+
+def arm_stock_quantized(
+    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
+    **settings: Any,
+) -> torch.fx.GraphModule:
+    """The fake-quantized module of stock's pt2e flow for an integer `target` (`arm_stock`'s `settings`)."""
+    prepare = _arm_prepare(arm_stock(target, **settings))
+    if prepare is None:
+        raise ValueError(f"{target} lowers in float: nothing to quantize")
+    return _quantized(torch.export.export(module, inputs), prepare, calibration)
+
+
+def arm_public_api(
+    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
+    clock: _Clock | None = None, quantization_scope: Callable[[], Any] = contextlib.nullcontext,
+    lowering_scope: Callable[[], Any] = contextlib.nullcontext, **settings: Any,
+) -> Lowered:
+    """aot_arm_compiler's flow with ExecuTorch's public API (`arm_stock`'s objects, its `settings`);
+    the scopes wrap quantization / lowering (none: stock, the reference of every Arm sameness test)."""
+    stock = arm_stock(target, **settings)
     return _public_flow(
-        module, inputs, calibration, clock, "arm", None if target == "TOSA-1.0+FP" else prepare,
-        lambda: partitioner_class(spec), quantization_scope, lowering_scope,
+        module, inputs, calibration, clock or _Clock(), "arm", _arm_prepare(stock), stock.partitioner,
+        quantization_scope, lowering_scope,
     )
+
+
+def arm_payloads(lowering: Any) -> list[bytes]:
+    """An ``ArmLowering``'s delegate payloads as a `Lowered` holds them: Vela binaries (Ethos-U), VGF
+    (VGF targets), else TOSA flatbuffers."""
+    return list(lowering.vela_binaries or lowering.vgf_binaries or lowering.tosa_flatbuffers)
 
 
 def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
@@ -201,8 +277,7 @@ def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: st
 
     with clock("lower_to_arm"):
         result = lower_to_arm(module, inputs, target, calibration=calibration)
-    payloads = list(result.vela_binaries) if target.startswith("ethos-u") else list(result.tosa_flatbuffers)
-    return Lowered(result.pte, payloads, "arm", clock.stages)
+    return Lowered(result.pte, arm_payloads(result), "arm", clock.stages)
 
 
 # --- Core ML ----------------------------------------------------------------------------------------------
