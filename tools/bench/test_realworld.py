@@ -44,7 +44,7 @@ GPT2_STOCK_ERROR = (
 
 def _runs(stock_error: str | None) -> list[dict]:
     """One run per side: stock failing with `stock_error`, lowerkit's two sides passing, same bytes."""
-    passing = {"ok": True, "error": None, "seconds": 1.0, "stages": {}, "peak_rss_mb": 100.0, "pte_sha256": "a",
+    passing: dict = {"ok": True, "error": None, "seconds": 1.0, "stages": {}, "peak_rss_mb": 100.0, "pte_sha256": "a",
                "payload_digests": ["p"], "delegates": 1, "pte_bytes": 10}  # fmt: skip
     stock = {"side": "stock", "ok": False, "error": stock_error, "peak_rss_mb": 100.0}
     return [{**run, "load_at_start": 1.0} for run in (stock, {**passing, "side": "dropin"}, {**passing, "side": "api"})]
