@@ -13,16 +13,23 @@ from typing import Any
 
 import pytest
 
-from golden.arm import lowering_case
+from bench.realworld_flows import Lowered
+from golden.arm import lowering_case, stock_case
 
 #: The smallest Arm zoo CNN: lowered for every target in CI; the others for TOSA INT.
 CI_MODEL = "ds_cnn"
 
 
 @cache
-def lowered(model: str, target: str, stock: bool = False) -> Any:
-    """lower_to_arm of a zoo model, stock ExecuTorch's or lowerkit's (cached per process)."""
-    return lowering_case(model, target, stock=stock)
+def lowered(model: str, target: str) -> Any:
+    """lowerkit's lower_to_arm of a zoo model (cached per process): an ArmLowering."""
+    return lowering_case(model, target)
+
+
+@cache
+def stock_lowered(model: str, target: str) -> Lowered:
+    """Stock ExecuTorch's lowering of a zoo model, public API only (cached per process)."""
+    return stock_case(model, target)
 
 
 #: Set by tests/BUILD's scalar_cpu variant (with ATEN_CPU_CAPABILITY=default): run only the tests

@@ -1,7 +1,7 @@
 """The layout transposes of zoo lowerings, split into delegate-boundary and internal ones.
 
 Uses tests/arm's cached TOSA INT lowerings (tests/arm/test_sameness.py makes them), so it adds
-no lowering of its own.
+no lowering of its own. Stock's transposes are the same: test_sameness checks the same .pte.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ def test_cnn9_layernorm_has_one_input_transpose_and_two_per_layernorm() -> None:
     split = fast.layout_transposes
     assert split.counts() == {"delegate_boundary": 1, "delegate_internal": 18, "cpu_boundary": 0, "cpu_internal": 0}
     assert not set(split.delegate_boundary) & set(split.delegate_internal)
-    assert lowered("cnn9_layernorm", "TOSA-1.0+INT", stock=True).layout_transposes == split
 
 
 def test_a_one_channel_input_needs_no_layout_transpose() -> None:

@@ -12,10 +12,13 @@ then). Also checks that every ``run_decompositions`` stays local (no whole re-tr
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 import torch
+
+from bench.realworld_flows import Lowered, arm_public_api
 
 HIDDEN, HEADS, PATCH, IMAGE = 32, 2, 8, 32
 
@@ -70,54 +73,44 @@ def _model() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], list[tuple[torc
 
 
 @cache
-def _lower(accelerated: bool) -> tuple[bytes, list[bytes], list[Any], list[Any]]:
-    """(.pte, TOSA flatbuffers, whole re-traces, pipeline reports) of the public-API TOSA INT flow."""
-    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
-    from executorch.backends.arm.tosa import TosaSpecification
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
+def _lower(accelerated: bool) -> tuple[Lowered, list[Any], list[Any]]:
+    """(the lowering, whole re-traces, pipeline reports) of the public-API TOSA INT flow
+    (`bench.realworld_flows.arm_public_api`), stock or inside lowerkit's drop-in scopes."""
     from lowerkit.arm_passes import accelerated_arm_pipeline
-    from lowerkit.pass_infra import (
-        accelerated_quantization,
-        decomposition_fallbacks,
-        delegate_payloads,
-    )
+    from lowerkit.pass_infra import accelerated_quantization, decomposition_fallbacks
     from lowerkit.pass_infra.accelerations.replay_engine import SIGNATURE_LOOKUPS
 
+    fallbacks: list[Any] = []
+    reports: list[Any] = []
+
+    @contextlib.contextmanager
+    def drop_ins() -> Iterator[None]:
+        with decomposition_fallbacks() as found, accelerated_arm_pipeline() as made:
+            assert SIGNATURE_LOOKUPS.active()
+            yield
+        fallbacks.extend(found)
+        reports.extend(made)
+
     model, inputs, calibration = _model()
-    spec = TosaCompileSpec(TosaSpecification.create_from_string("TOSA-1.0+INT"))
-    quantizer = TOSAQuantizer(spec)
-    quantizer.set_global(get_symmetric_quantization_config())
-    with accelerated_quantization() if accelerated else contextlib.nullcontext():
-        prepared = prepare_pt2e(torch.export.export(model, inputs).module(check_guards=False), quantizer)
-        with torch.no_grad():
-            for batch in calibration:
-                prepared(*batch)
-        converted = convert_pt2e(prepared)
-    program = torch.export.export(converted, inputs)
-    with contextlib.ExitStack() as stack:
-        fallbacks = stack.enter_context(decomposition_fallbacks()) if accelerated else []
-        reports = stack.enter_context(accelerated_arm_pipeline()) if accelerated else []
-        assert SIGNATURE_LOOKUPS.active() is accelerated
-        edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
-        flatbuffers = delegate_payloads(edge.exported_program(), "TOSABackend")
-        pte = bytes(edge.to_executorch().buffer)
-    return pte, flatbuffers, list(fallbacks), list(reports)
+    if not accelerated:
+        assert not SIGNATURE_LOOKUPS.active()
+        return arm_public_api(model, inputs, "TOSA-1.0+INT", calibration), [], []
+    lowered = arm_public_api(
+        model, inputs, "TOSA-1.0+INT", calibration, quantization_scope=accelerated_quantization, lowering_scope=drop_ins
+    )
+    return lowered, fallbacks, reports
 
 
 def test_transformer_same_tosa_and_pte_as_stock() -> None:
-    fast_pte, fast_tosa, _, reports = _lower(True)
-    stock_pte, stock_tosa, _, _ = _lower(False)
+    fast, _, reports = _lower(True)
+    stock, _, _ = _lower(False)
     assert reports, "the accelerated Arm pipeline did not run"
-    assert stock_tosa and fast_tosa == stock_tosa
-    assert fast_pte == stock_pte
+    assert stock.payloads and fast.payloads == stock.payloads  # the TOSA flatbuffers
+    assert fast.pte == stock.pte
 
 
 def test_transformer_decompositions_say_why_they_re_trace() -> None:
-    _, _, fallbacks, _ = _lower(True)
+    _, fallbacks, _ = _lower(True)
     # torch.tensor() in forward leaves lift_fresh_copy + detach_ (an in-place op) in the program.
     assert fallbacks and fallbacks[0].reason == "aten.detach_.default mutates"
     assert all(f.reason and f.nodes > 0 for f in fallbacks)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from arm_targets.conftest import MODEL, lowerkit_lowering, stock_quantized
+from arm_targets.conftest import MODEL, lowerkit_lowering
+from golden.arm import stock_quantized
 from lowerkit import zoo
 from lowerkit.arm_passes.bundle import bundled_program, etrecord
 
@@ -48,7 +49,7 @@ def test_bpte_reference_outputs_are_the_eager_or_fake_quantized_outputs(target: 
     if target == "TOSA-1.0+FP":
         reference = zoo.get(MODEL).module()  # eager float
     else:
-        _, reference = stock_quantized(target)  # stock pt2e flow, same calibration: fake-quantized
+        reference = stock_quantized(MODEL, target)  # stock pt2e flow, same calibration: fake-quantized
     with torch.no_grad():
         wanted = [reference(*batch) for batch in inputs]
     got = _expected(bundle)

@@ -174,12 +174,12 @@ def nothing_to_quantize() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 
 
 class TwoLinear(torch.nn.Module):
-    """Two 64x64 linear layers (weights large enough for Core ML to compress)."""
+    """Two linear layers with a ReLU between; 64x64 by default (weights large enough for Core ML to compress)."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = 64, out: int = 64) -> None:
         super().__init__()
-        self.first = torch.nn.Linear(64, 64)
-        self.second = torch.nn.Linear(64, 64)
+        self.first = torch.nn.Linear(width, width)
+        self.second = torch.nn.Linear(width, out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.second(torch.relu(self.first(x)))

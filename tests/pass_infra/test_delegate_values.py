@@ -16,23 +16,14 @@ from executorch.exir import to_edge_transform_and_lower
 from lowerkit.pass_infra import _upstream, accelerated_lowering
 from lowerkit.pass_infra.accelerations.delegate_values import delegate_call_value
 from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy
+from numerics.models import TwoLinear
 from pass_infra.test_whole_lowering import _meta_mismatches
-
-
-class _TwoLinears(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first = torch.nn.Linear(8, 8)
-        self.second = torch.nn.Linear(8, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.second(torch.relu(self.first(x)))
 
 
 def _edge(trainable: bool = False) -> Any:
     """The model lowered to XNNPACK; with `trainable` weights its values require grad."""
     torch.manual_seed(0)
-    module = _TwoLinears().eval().requires_grad_(trainable)
+    module = TwoLinear(8, 4).eval().requires_grad_(trainable)
     program = torch.export.export(module, (torch.randn(2, 8),))
     return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
 

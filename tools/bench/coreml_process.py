@@ -42,10 +42,6 @@ def stock_script(model_name: str, output: Path) -> None:
     """What `lowerkit lower zoo:MODEL -t coreml-int8` does, written with stock ExecuTorch only."""
     import coremltools as ct
     import torch
-    from coremltools.optimize.torch.quantization.quantization_config import (
-        LinearQuantizerConfig,
-        QuantizationScheme,
-    )
     from executorch.backends.apple.coreml.compiler import CoreMLBackend
     from executorch.backends.apple.coreml.partition import CoreMLPartitioner
     from executorch.backends.apple.coreml.quantizer import CoreMLQuantizer
@@ -53,23 +49,12 @@ def stock_script(model_name: str, output: Path) -> None:
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from lowerkit import zoo  # the model definition only (plain torch modules)
+    from lowerkit.coreml_quantizer import static_int8_config  # the config only (no Core ML backend)
 
     entry = zoo.get(model_name)
     inputs = entry.example_inputs()
     program = torch.export.export(entry.module(), inputs)
-    # Written out, not taken from lowerkit.coreml_preprocess.quantize: this process holds
-    # ExecuTorch's Core ML backend, which lowerkit's Core ML package cannot share a process with.
-    config = LinearQuantizerConfig.from_dict(
-        {
-            "global_config": {
-                "quantization_scheme": QuantizationScheme.symmetric,
-                "activation_dtype": torch.quint8,
-                "weight_dtype": torch.qint8,
-                "weight_per_channel": True,
-            }
-        }
-    )
-    prepared = prepare_pt2e(program.module(), CoreMLQuantizer(config))
+    prepared = prepare_pt2e(program.module(), CoreMLQuantizer(static_int8_config()))
     with torch.no_grad():
         for batch in entry.calibration(CALIBRATION_BATCHES):
             prepared(*batch)

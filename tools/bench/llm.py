@@ -3,7 +3,8 @@
 Each model x target of `bench.llm_flows` runs each side in a fresh process per run, as
 `bench.realworld` runs its cases (``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED=0``, sides alternating,
 ``--repeat`` rounds, medians, the JSON rewritten after every case). The worker pays its imports
-(`bench.llm_flows.preimport`) and writes the model's params and seeded checkpoint before the clock
+(`bench.realworld_flows.preimport`: every module of the lowerkit packages the side runs, and
+``export_llama_lib``) and writes the model's params and seeded checkpoint before the clock
 starts; the clock covers the whole ``export_llama`` call. Compared: the ``.pte`` sha256 (Arm) or the
 canonical Core ML payload digests.
 
@@ -20,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.llm_flows import COREML_TARGETS, MODELS, SIDES, TARGETS, export, model_files, preimport
+from bench.llm_flows import COREML_TARGETS, MODELS, SIDES, TARGETS, export, model_files
 from bench.realworld import run_cases, summarize, write_record
-from bench.realworld_flows import Lowered
+from bench.realworld_flows import Lowered, preimport
 
 GROUP = "executorch LLM export (export_llama, KV cache, static shapes)"
 
@@ -31,7 +32,7 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
     """Export one case one side's way in this (fresh) process; write its record to `out` as JSON."""
 
     def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
-        preimport(side, target)
+        preimport(side, target in COREML_TARGETS, "executorch.examples.models.llama.export_llama_lib")
         model_files(model_name)
         record["imports_s"] = time.perf_counter() - start
         return lambda: export(side, model_name, target)

@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.realworld_flows import Lowered, _Clock
 
-__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "dotlist", "export", "model_files", "preimport"]
+__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "dotlist", "export", "model_files"]
 
 SIDES = ("stock", "dropin")
 MAX_SEQ_LEN = 64
@@ -144,24 +144,6 @@ def _scopes(side: str, target: str) -> Iterator[None]:
 
     with accelerated_arm_quantization(), accelerated_arm_pipeline():
         yield
-
-
-def preimport(side: str, target: str) -> None:
-    """Import what the side's flow uses, so the clock does not pay it."""
-    import executorch.examples.models.llama.export_llama_lib
-
-    if target in COREML_TARGETS:
-        if side == "stock":
-            import executorch.backends.apple.coreml.partition
-        else:
-            import lowerkit.coreml_preprocess
-    else:
-        import executorch.backends.arm.ethosu.partitioner
-        import executorch.backends.arm.quantizer
-        import executorch.backends.arm.tosa.partitioner  # noqa: F401
-
-        if side != "stock":
-            import lowerkit.arm_passes  # noqa: F401
 
 
 def export(side: str, name: str, target: str) -> Lowered:

@@ -40,24 +40,6 @@ SKIP_PATTERNS = ["test_argmin", "test_argmax"]
 NO_COREML_RUNTIME = sys.platform != "darwin"
 
 
-def _static_int8_config() -> Any:
-    """The stock tester's quantization config (``_get_static_int8_linear_qconfig``)."""
-    import torch
-    from coremltools.optimize.torch.quantization import (
-        LinearQuantizerConfig,
-        ModuleLinearQuantizerConfig,
-    )
-
-    return LinearQuantizerConfig(
-        global_config=ModuleLinearQuantizerConfig(
-            quantization_scheme="symmetric",
-            activation_dtype=torch.quint8,
-            weight_dtype=torch.qint8,
-            weight_per_channel=True,
-        )
-    )
-
-
 def lowerkit_coreml_tester(
     module: Any, example_inputs: Any, dynamic_shapes: Any = None, *, minimum_deployment_target: str = "iOS15"
 ) -> Any:
@@ -71,13 +53,13 @@ def lowerkit_coreml_tester(
     )
 
     from lowerkit.coreml_preprocess import CoreMLCompileOptions, CoreMLPartitioner
-    from lowerkit.coreml_quantizer import CoreMLQuantizer
+    from lowerkit.coreml_quantizer import CoreMLQuantizer, static_int8_config
 
     def default_partitioner() -> Any:
         return CoreMLPartitioner(compile_specs=CoreMLCompileOptions(minimum_deployment_target=minimum_deployment_target))
 
     def quantize(quantizer: Any = None, quantization_config: Any = None, **kwargs: Any) -> Any:
-        return Quantize(quantizer=quantizer or CoreMLQuantizer(quantization_config or _static_int8_config()), **kwargs)
+        return Quantize(quantizer=quantizer or CoreMLQuantizer(quantization_config or static_int8_config()), **kwargs)
 
     def partition(partitioner: Any = None) -> Any:
         return Partition(partitioner or default_partitioner())

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
+import pkgutil
 import re
 import tempfile
 import time
@@ -39,10 +41,16 @@ __all__ = [
     "COREML_TARGETS",
     "SIDES",
     "TARGETS",
+    "ArmStock",
     "Lowered",
+    "arm_payloads",
+    "arm_public_api",
+    "arm_stock",
+    "arm_stock_quantized",
     "canonical_payload",
     "canonical_payload_digest",
     "lower",
+    "preimport",
 ]
 
 ARM_TARGETS = ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256")
@@ -102,26 +110,18 @@ def _delegate_payloads(edge: Any) -> list[bytes]:
     return [bytes(m.processed_bytes) for _, m in module.named_children() if isinstance(m, LoweredBackendModule)]
 
 
-def _calibrate(prepared: torch.fx.GraphModule, calibration: Sequence[tuple[Any, ...]]) -> None:
+def _quantized(
+    program: torch.export.ExportedProgram, prepare: Callable[[torch.export.ExportedProgram], torch.fx.GraphModule],
+    calibration: Sequence[tuple[Any, ...]],
+) -> torch.fx.GraphModule:
+    """``prepare(program)``, calibrated on `calibration`, through ``convert_pt2e``."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+
+    prepared = prepare(program)
     with torch.no_grad():
         for batch in calibration:
             prepared(*batch)
-
-
-# --- Arm --------------------------------------------------------------------------------------------------
-
-
-def _arm_objects(target: str) -> tuple[Any, Callable[[Any], Any], Callable[[Any], Any]]:
-    """ExecuTorch's compile spec for `target`, and its quantizer and partitioner classes."""
-    from executorch.backends.arm.ethosu.compile_spec import EthosUCompileSpec
-    from executorch.backends.arm.ethosu.partitioner import EthosUPartitioner
-    from executorch.backends.arm.quantizer import EthosUQuantizer, TOSAQuantizer
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-
-    if target.startswith("ethos-u"):
-        return EthosUCompileSpec(target), EthosUQuantizer, EthosUPartitioner
-    return TosaCompileSpec(target), TOSAQuantizer, TOSAPartitioner
+    return convert_pt2e(prepared)
 
 
 def _public_flow(
@@ -137,16 +137,13 @@ def _public_flow(
     export is the first thing inside ``lowering_scope()``. Each scope is entered once.
     """
     from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
     if prepare is not None:
         with quantization_scope():
             with clock("export"):
                 program = torch.export.export(module, inputs)
             with clock("quantize"):
-                prepared = prepare(program)
-                _calibrate(prepared, calibration)
-                converted = convert_pt2e(prepared)
+                converted = _quantized(program, prepare, calibration)
             with clock("re-export"):
                 program = torch.export.export(converted, inputs)
     with lowering_scope():
@@ -161,27 +158,109 @@ def _public_flow(
     return Lowered(pte, payloads, backend, clock.stages)
 
 
-def arm_public_api(
-    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
-    clock: _Clock, quantization_scope: Callable[[], Any] = contextlib.nullcontext,
-    lowering_scope: Callable[[], Any] = contextlib.nullcontext,
-) -> Lowered:
-    """aot_arm_compiler's flow with ExecuTorch's public API; the scopes wrap quantization / lowering."""
-    from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+# --- Arm --------------------------------------------------------------------------------------------------
+
+
+#: The TOSA profile of each VGF target (aot_arm_compiler's ``vgf``: INT with ``--quantize``, else FP).
+_VGF_PROFILES = {"vgf-int": "TOSA-1.0+INT", "vgf-fp": "TOSA-1.0+FP"}
+
+
+@dataclass(frozen=True)
+class ArmStock:
+    """ExecuTorch's public Arm objects for one target: compile spec, quantizer and partitioner makers."""
+
+    spec: Any
+    #: A fresh quantizer with the symmetric int8 (or a16w8) config set globally; None: the target is float.
+    quantizer: Callable[[], Any] | None
+    partitioner: Callable[[], Any]
+
+
+def arm_stock(
+    target: str, *, a16w8: bool = False, system_config: str | None = None, memory_mode: str | None = None,
+    config_ini: str | None = None,
+) -> ArmStock:
+    """The compile spec, quantizer and partitioner an ExecuTorch user builds for `target` (aot_arm_compiler's).
+
+    Ethos-U: `system_config` / `memory_mode` (None: the target's defaults) and `config_ini` (None:
+    Vela's ``Arm/vela.ini``); VGF: ``vgf-int`` / ``vgf-fp``; else a TOSA profile.
+    """
+    from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.quantizer import (
+        EthosUQuantizer,
+        TOSAQuantizer,
+        VgfQuantizer,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+    from executorch.backends.arm.tosa import TosaSpecification
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+
+    spec: Any
+    if target.startswith("ethos-u"):
+        ini = config_ini if config_ini is not None else "Arm/vela.ini"
+        spec = EthosUCompileSpec(target, system_config=system_config, memory_mode=memory_mode, config_ini=ini)
+        quantizer_class, partitioner_class = EthosUQuantizer, EthosUPartitioner
+    elif target in _VGF_PROFILES:
+        spec = VgfCompileSpec(TosaSpecification.create_from_string(_VGF_PROFILES[target]))
+        quantizer_class, partitioner_class = VgfQuantizer, VgfPartitioner
+    else:
+        spec = TosaCompileSpec(target)
+        quantizer_class, partitioner_class = TOSAQuantizer, TOSAPartitioner
+
+    def quantizer() -> Any:
+        made = quantizer_class(spec)
+        made.set_global(get_symmetric_a16w8_quantization_config() if a16w8 else get_symmetric_quantization_config())
+        return made
+
+    floating = _VGF_PROFILES.get(target, target) == "TOSA-1.0+FP"
+    return ArmStock(spec, None if floating else quantizer, lambda: partitioner_class(spec))
+
+
+def _arm_prepare(stock: ArmStock) -> Callable[[torch.export.ExportedProgram], torch.fx.GraphModule] | None:
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
-    spec, quantizer_class, partitioner_class = _arm_objects(target)
+    quantizer = stock.quantizer
+    if quantizer is None:
+        return None
 
     def prepare(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
-        quantizer = quantizer_class(spec)
-        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
         # check_guards=False as lower_to_arm: DecomposeLayerNormPass cannot take the _guards_fn node.
-        return prepare_pt2e(program.module(check_guards=False), quantizer)
+        return prepare_pt2e(program.module(check_guards=False), quantizer())
 
+    return prepare
+
+
+def arm_stock_quantized(
+    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
+    **settings: Any,
+) -> torch.fx.GraphModule:
+    """The fake-quantized module of stock's pt2e flow for an integer `target` (`arm_stock`'s `settings`)."""
+    prepare = _arm_prepare(arm_stock(target, **settings))
+    if prepare is None:
+        raise ValueError(f"{target} lowers in float: nothing to quantize")
+    return _quantized(torch.export.export(module, inputs), prepare, calibration)
+
+
+def arm_public_api(
+    module: torch.nn.Module, inputs: tuple[Any, ...], target: str, calibration: Sequence[tuple[Any, ...]],
+    clock: _Clock | None = None, quantization_scope: Callable[[], Any] = contextlib.nullcontext,
+    lowering_scope: Callable[[], Any] = contextlib.nullcontext, **settings: Any,
+) -> Lowered:
+    """aot_arm_compiler's flow with ExecuTorch's public API (`arm_stock`'s objects, its `settings`);
+    the scopes wrap quantization / lowering (none: stock, the reference of every Arm sameness test)."""
+    stock = arm_stock(target, **settings)
     return _public_flow(
-        module, inputs, calibration, clock, "arm", None if target == "TOSA-1.0+FP" else prepare,
-        lambda: partitioner_class(spec), quantization_scope, lowering_scope,
+        module, inputs, calibration, clock or _Clock(), "arm", _arm_prepare(stock), stock.partitioner,
+        quantization_scope, lowering_scope,
     )
+
+
+def arm_payloads(lowering: Any) -> list[bytes]:
+    """An ``ArmLowering``'s delegate payloads as a `Lowered` holds them: Vela binaries (Ethos-U), VGF
+    (VGF targets), else TOSA flatbuffers."""
+    return list(lowering.vela_binaries or lowering.vgf_binaries or lowering.tosa_flatbuffers)
 
 
 def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: str,
@@ -198,30 +277,10 @@ def _arm(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: st
 
     with clock("lower_to_arm"):
         result = lower_to_arm(module, inputs, target, calibration=calibration)
-    payloads = list(result.vela_binaries) if target.startswith("ethos-u") else list(result.tosa_flatbuffers)
-    return Lowered(result.pte, payloads, "arm", clock.stages)
+    return Lowered(result.pte, arm_payloads(result), "arm", clock.stages)
 
 
 # --- Core ML ----------------------------------------------------------------------------------------------
-
-
-def _int8_config() -> Any:
-    """The static int8 config of ExecuTorch's Core ML flows (symmetric, per-channel weights)."""
-    from coremltools.optimize.torch.quantization.quantization_config import (
-        LinearQuantizerConfig,
-        QuantizationScheme,
-    )
-
-    return LinearQuantizerConfig.from_dict(
-        {
-            "global_config": {
-                "quantization_scheme": QuantizationScheme.symmetric,
-                "activation_dtype": torch.quint8,
-                "weight_dtype": torch.qint8,
-                "weight_per_channel": True,
-            }
-        }
-    )
 
 
 def _coreml_options(target: str) -> dict[str, Any]:
@@ -243,6 +302,8 @@ def coreml_public_api(
     with ``accelerated_quantization()`` and ``accelerated_lowering()`` around their stages.
     """
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    from lowerkit.coreml_quantizer.int8_config import static_int8_config
 
     options = _coreml_options(target)
     quantization_scope: Callable[[], Any] = contextlib.nullcontext
@@ -269,7 +330,7 @@ def coreml_public_api(
         quantizer_class = StockQuantizer
 
     def prepare(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
-        return prepare_pt2e(program.module(), quantizer_class(_int8_config()))
+        return prepare_pt2e(program.module(), quantizer_class(static_int8_config()))
 
     return _public_flow(
         module, inputs, calibration, clock, "coreml", prepare if target == "coreml-int8" else None,
@@ -300,6 +361,46 @@ def lower(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: s
     if target in ARM_TARGETS:
         return _arm(side, module, inputs, target, calibration)
     raise ValueError(f"unknown target {target!r}; use one of {TARGETS}")
+
+
+# --- Imports before the clock ---------------------------------------------------------------------------
+
+
+#: What the stock flows import, per backend (their lowerkit sides import these too).
+_STOCK_MODULES = {
+    "arm": (
+        "executorch.backends.arm.ethosu.partitioner", "executorch.backends.arm.quantizer",
+        "executorch.backends.arm.tosa.partitioner", "executorch.backends.arm.vgf",
+    ),
+    "coreml": (
+        "coremltools", "executorch.backends.apple.coreml.compiler", "executorch.backends.apple.coreml.partition",
+        "executorch.backends.apple.coreml.quantizer",
+    ),
+}  # fmt: skip
+#: The lowerkit packages each backend's lowerkit sides run (coreml-quantizer's config serves both sides).
+_LOWERKIT_PACKAGES = {
+    "arm": ("lowerkit.pass_infra", "lowerkit.arm_passes"),
+    "coreml": ("lowerkit.pass_infra", "lowerkit.coreml_quantizer", "lowerkit.coreml_compiler_ops",
+               "lowerkit.coreml_preprocess"),
+}  # fmt: skip
+
+
+def preimport(side: str, coreml: bool, *also: str) -> None:
+    """Import what a timed flow will import (and the modules `also` names), so its clock does not pay it.
+
+    On lowerkit's sides that is every module of the lowerkit packages the flow runs: the facades are
+    lazy and the flows import inside functions, so importing a facade alone leaves lowerkit's imports on
+    the clock. A stock Core ML side imports coreml-quantizer only (lowerkit's Core ML backend cannot
+    share a process with ExecuTorch's). Importing a lowerkit module never applies a patch.
+    """
+    backend = "coreml" if coreml else "arm"
+    modules = ["executorch.exir", "torchao.quantization.pt2e.quantize_pt2e", *_STOCK_MODULES[backend], *also]
+    packages = _LOWERKIT_PACKAGES[backend] if side != "stock" else ("lowerkit.coreml_quantizer",) if coreml else ()
+    for package in packages:
+        path = importlib.import_module(package).__path__
+        modules += [package, *(found.name for found in pkgutil.walk_packages(path, f"{package}."))]
+    for module in modules:
+        importlib.import_module(module)
 
 
 # --- The canonical Core ML payload ------------------------------------------------------------------------

@@ -127,6 +127,8 @@ def table(reports: list[dict[str, Any]]) -> str:
         lines += ["", "Failures (the error's first line):", ""]
         for c, side, error in failures:
             lonely = " — **passes on another side**" if c["passed_only_on"] else ""
+            if c["passed_only_on"] and c.get("documented_fix"):
+                lonely = f" — **passes on lowerkit's sides: documented fix `{c['documented_fix']}`**"
             lines.append(f"- `{c['model']}` {c['target']}, {SIDE_LABELS[side]}: `{error}`{lonely}")
     return "\n".join(lines)
 

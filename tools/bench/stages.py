@@ -1,7 +1,8 @@
-"""Per-stage wall times of one ``lower_to_arm`` call, timed from outside (nothing lowered changes).
+"""Per-stage wall times of one Arm lowering, timed from outside (nothing lowered changes).
 
 ``StageClock.scope()`` wraps the upstream stage functions that ``lowerkit.arm_passes.lowering``
-calls (``torch.export.export``, ``prepare_pt2e``, ``convert_pt2e``,
+and stock's public-API flow (``bench.realworld_flows``, which imports them where it calls them)
+call (``torch.export.export``, ``prepare_pt2e``, ``convert_pt2e``,
 ``to_edge_transform_and_lower``, ``EdgeProgramManager.to_executorch``, ExecuTorch's
 emit + serialize, ``.buffer``, Vela) with timers, and puts them back on exit. Times are
 exclusive: a stage nested in another (Vela in ``to_edge_transform_and_lower``, emit +
@@ -78,10 +79,12 @@ class StageClock:
     @contextlib.contextmanager
     def scope(self) -> Iterator[StageClock]:
         """Within the block, the stage functions are timed; ``total`` is the block's wall time."""
+        import executorch.exir
         import torch
         from executorch.backends.arm._passes import decompose_permute_for_u55_pass
         from executorch.backends.arm.ethosu import backend as ethosu_backend
         from executorch.exir.program import _program
+        from torchao.quantization.pt2e import quantize_pt2e
 
         from lowerkit.arm_passes import lowering
         from lowerkit.pass_infra import Patch, Replacement
@@ -93,6 +96,10 @@ class StageClock:
             (lowering, "convert_pt2e", self._timed("convert_pt2e", lowering.convert_pt2e)),
             (lowering, "to_edge_transform_and_lower",
              self._timed("to_edge_transform_and_lower", lowering.to_edge_transform_and_lower)),
+            (quantize_pt2e, "prepare_pt2e", self._timed("prepare_pt2e", quantize_pt2e.prepare_pt2e)),
+            (quantize_pt2e, "convert_pt2e", self._timed("convert_pt2e", quantize_pt2e.convert_pt2e)),
+            (executorch.exir, "to_edge_transform_and_lower",
+             self._timed("to_edge_transform_and_lower", executorch.exir.to_edge_transform_and_lower)),
             (edge, "to_executorch", self._timed("to_executorch", edge.to_executorch)),
             (et, "__init__", self._timed("emit + serialize", et.__init__)),
             (et, "buffer", property(self._timed("buffer", et.buffer.fget))),

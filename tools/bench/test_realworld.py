@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.realworld import first_line
+from bench.realworld import DOCUMENTED_FIXES, first_line, lost, summarize
 
 
 def _wrapped() -> Exception:
@@ -32,6 +32,53 @@ def test_a_suppressed_context_is_not_a_cause():
         except ValueError:
             raise KeyError("outer") from None
     assert first_line(caught.value) == "KeyError: 'outer'"
+
+
+#: What stock raised on GPT-2 to TOSA INT (docs/benchmarks.md, before SCALAR_OF_A_WEIGHT).
+GPT2_STOCK_ERROR = (
+    "Exception: An error occurred when running the 'ReplaceScalarWithTensorByProfilePass' pass after the "
+    "following passes: ['RemoveGraphAssertsPass'] (caused by AttributeError: 'Parameter' object has no "
+    "attribute 'to_tensor')"
+)
+
+
+def _runs(stock_error: str | None) -> list[dict]:
+    """One run per side: stock failing with `stock_error`, lowerkit's two sides passing, same bytes."""
+    passing: dict = {"ok": True, "error": None, "seconds": 1.0, "stages": {}, "peak_rss_mb": 100.0, "pte_sha256": "a",
+               "payload_digests": ["p"], "delegates": 1, "pte_bytes": 10}  # fmt: skip
+    stock = {"side": "stock", "ok": False, "error": stock_error, "peak_rss_mb": 100.0}
+    return [{**run, "load_at_start": 1.0} for run in (stock, {**passing, "side": "dropin"}, {**passing, "side": "api"})]
+
+
+def test_a_stock_failure_lowerkit_fixes_on_purpose_is_flagged_but_not_lost():
+    result = summarize("hf:gpt2_2l", "TOSA-1.0+INT", _runs(GPT2_STOCK_ERROR), ["stock", "dropin", "api"])
+    assert result["passed_only_on"] == ["api", "dropin"]
+    assert result["documented_fix"] == "lowerkit.arm_passes.upstream_fixes:SCALAR_OF_A_WEIGHT"
+    assert not lost(result)
+
+
+def test_a_stock_failure_without_a_documented_fix_is_a_lost_case():
+    result = summarize("hf:gpt2_2l", "TOSA-1.0+INT", _runs("RuntimeError: boom"), ["stock", "dropin", "api"])
+    assert result["passed_only_on"] and result["documented_fix"] is None
+    assert lost(result)
+
+
+def test_a_lowerkit_side_failing_with_a_documented_text_is_still_lost():
+    runs = _runs(None)
+    runs[0] = {**runs[1], "side": "stock"}
+    runs[2] = {"side": "api", "ok": False, "error": GPT2_STOCK_ERROR, "peak_rss_mb": 1.0, "load_at_start": 1.0}
+    result = summarize("hf:gpt2_2l", "TOSA-1.0+INT", runs, ["stock", "dropin", "api"])
+    assert result["documented_fix"] is None and lost(result)
+
+
+@pytest.mark.parametrize("fix", list(DOCUMENTED_FIXES))
+def test_each_documented_fix_names_a_patch_lowerkit_has(fix):
+    import importlib
+
+    from lowerkit.pass_infra.accelerations.patching import Patch
+
+    module, _, name = fix.partition(":")
+    assert isinstance(getattr(importlib.import_module(module), name), Patch)
 
 
 def _program(first: str, second: str, last_op: str = "relu") -> bytes:

@@ -39,3 +39,13 @@ def test_geomeans_per_target_and_per_backend_with_several_targets():
     assert "Geomean drop-in / stock, TOSA-1.0+INT: 2.00x over 1 cases (min 2.00x)." in text
     assert "Geomean drop-in / stock, TOSA-1.0+FP: 8.00x over 1 cases (min 8.00x)." in text
     assert "Core ML" not in text  # no Core ML case, and one target is no backend line of its own
+
+
+def test_a_documented_fix_is_flagged_in_the_failures():
+    report = _report(None)
+    stock = {"ok": False, "error": "AttributeError: 'Parameter' object has no attribute 'to_tensor'", "median_s": None,
+             "peak_rss_mb": 100.0}  # fmt: skip
+    fix = "lowerkit.arm_passes.upstream_fixes:SCALAR_OF_A_WEIGHT"
+    report["cases"][0] = {**report["cases"][0], "sides": {**report["cases"][0]["sides"], "stock": stock},
+                          "same": None, "ratios": {}, "passed_only_on": ["dropin"], "documented_fix": fix}  # fmt: skip
+    assert f"passes on lowerkit's sides: documented fix `{fix}`" in table([report])

@@ -1,12 +1,13 @@
-"""Stock ExecuTorch's Arm lowering of the zoo CNNs as the reference for lowerkit's sameness tests.
+"""The Arm sameness cases of the zoo CNNs: stock ExecuTorch's public-API lowering and lowerkit's, side by side.
 
-A case is a zoo model (one whose backends include "arm") and an Arm target. ``lowering_case``
-lowers it the one way the tests and this tool share: ``lower_to_arm`` on the zoo module,
-calibrated on the zoo's calibration batches, with ``stock=True`` for ExecuTorch's own pipeline
-(the stock Arm quantizer, partitioner, ``to_edge_transform_and_lower`` with the stock
-``ArmPassManager``, ``to_executorch``) or lowerkit's accelerated one. Nothing is recorded:
-calibration runs float kernels whose last bits depend on the CPU, so the bytes are only
-comparable within one run, on one machine. ``--twice`` also lowers stock twice (determinism).
+A case is a zoo model (one whose backends include "arm") and an Arm target, calibrated on the
+zoo's calibration batches. ``stock_case`` lowers it with ExecuTorch's public API only
+(`bench.realworld_flows.arm_public_api`: the Arm quantizer, ``to_edge_transform_and_lower`` with
+the Arm partitioner, ``to_executorch``; nothing of lowerkit runs in it but, for VGF targets, the
+lookup that puts the ML SDK model converter on ``MODEL_CONVERTER_PATH``). ``lowering_case`` lowers
+it with lowerkit's ``lower_to_arm``. Nothing is recorded: calibration runs float kernels whose
+last bits depend on the CPU, so the bytes are only comparable within one run, on one machine.
+``--twice`` also lowers stock twice (determinism).
 
     python -m golden.arm [--models a,b] [--targets x,y] [--twice]   # stock vs lowerkit, now
 """
@@ -14,10 +15,12 @@ comparable within one run, on one machine. ``--twice`` also lowers stock twice (
 from __future__ import annotations
 
 import argparse
-import hashlib
+import contextlib
 import sys
 import time
 from typing import Any
+
+from bench.realworld_flows import Lowered, arm_payloads, arm_public_api, arm_stock_quantized
 
 CALIBRATION_BATCHES = 4
 CALIBRATION_SEED = 0
@@ -25,31 +28,52 @@ CALIBRATION_SEED = 0
 ARM_MODELS = ("cnn9_layernorm", "resnet8", "mobilenet_v1_025", "ds_cnn")
 
 
-def lowering_case(model_name: str, target: str, *, stock: bool, verify: bool = False) -> Any:
-    """Lower a zoo model for `target` the way the sameness tests do; returns the ArmLowering."""
+def stock_case(model_name: str, target: str, **settings: Any) -> Lowered:
+    """Stock ExecuTorch's public-API lowering of a zoo model for `target` (`arm_stock`'s `settings`)."""
+    from lowerkit import zoo
+
+    model = zoo.get(model_name)
+    converter: Any = contextlib.nullcontext()
+    if target.startswith("vgf"):
+        from lowerkit.arm_passes.converter import converter_environment
+
+        converter = converter_environment()  # where the converter is, as a user's PATH would say
+    with converter:
+        return arm_public_api(
+            model.module(), model.example_inputs(), target,
+            model.calibration(CALIBRATION_BATCHES, CALIBRATION_SEED), **settings,
+        )  # fmt: skip
+
+
+def stock_quantized(model_name: str, target: str, **settings: Any) -> Any:
+    """The fake-quantized module of stock's pt2e flow for a zoo model (the module stock lowers)."""
+    from lowerkit import zoo
+
+    model = zoo.get(model_name)
+    calibration = model.calibration(CALIBRATION_BATCHES, CALIBRATION_SEED)
+    return arm_stock_quantized(model.module(), model.example_inputs(), target, calibration, **settings)
+
+
+def lowering_case(model_name: str, target: str, *, verify: bool = False, **settings: Any) -> Any:
+    """lowerkit's ``lower_to_arm`` of a zoo model for `target`, on stock's calibration; the ArmLowering."""
     from lowerkit import zoo
     from lowerkit.arm_passes import lower_to_arm
 
     model = zoo.get(model_name)
     return lower_to_arm(
-        model.module(),
-        model.example_inputs(),
-        target,
-        calibration=model.calibration(CALIBRATION_BATCHES, CALIBRATION_SEED),
-        stock=stock,
-        verify=verify,
-    )
+        model.module(), model.example_inputs(), target,
+        calibration=model.calibration(CALIBRATION_BATCHES, CALIBRATION_SEED), verify=verify, **settings,
+    )  # fmt: skip
 
 
-def fingerprint(lowering: Any) -> dict[str, Any]:
-    """sha256 of every artifact of one lowering (.pte, TOSA, vela, VGF) and the CPU ops."""
-    return {
-        "pte_sha256": lowering.pte_sha256,
-        "tosa_sha256": list(lowering.tosa_sha256),
-        "vela_sha256": [hashlib.sha256(b).hexdigest() for b in lowering.vela_binaries],
-        "vgf_sha256": [hashlib.sha256(b).hexdigest() for b in lowering.vgf_binaries],
-        "cpu_ops": list(lowering.cpu_ops),
-    }
+def fingerprint(lowered: Lowered) -> dict[str, Any]:
+    """sha256 of the .pte and of each delegate payload of one lowering (a `Lowered`)."""
+    return {"pte_sha256": lowered.pte_sha256, "payload_sha256": lowered.payload_digests()}
+
+
+def as_lowered(lowering: Any) -> Lowered:
+    """lowerkit's ``ArmLowering`` as a `Lowered` (its .pte and delegate payloads), to compare with stock's."""
+    return Lowered(lowering.pte, arm_payloads(lowering), "arm")
 
 
 def arm_models() -> list[str]:
@@ -74,13 +98,14 @@ def main(argv: list[str] | None = None) -> None:
     differences = 0
     for name in models:
         for target in args.targets.split(","):
+            a16w8 = target == "TOSA-1.0+INT+int16"  # lower_to_arm implies it; a user of the public API asks
             start = time.perf_counter()
-            stock = fingerprint(lowering_case(name, target, stock=True))
+            stock = fingerprint(stock_case(name, target, a16w8=a16w8))
             stock_seconds = time.perf_counter() - start
-            if args.twice and fingerprint(lowering_case(name, target, stock=True)) != stock:
+            if args.twice and fingerprint(stock_case(name, target, a16w8=a16w8)) != stock:
                 sys.exit(f"stock lowering of {name} {target} is not deterministic")
             start = time.perf_counter()
-            fast = fingerprint(lowering_case(name, target, stock=False))
+            fast = fingerprint(as_lowered(lowering_case(name, target)))
             fast_seconds = time.perf_counter() - start
             verdict = "SAME" if fast == stock else "DIFFERENT"
             differences += verdict != "SAME"

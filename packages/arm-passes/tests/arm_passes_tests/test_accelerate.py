@@ -54,12 +54,14 @@ def test_patch_is_restored_even_after_an_error() -> None:
 
 
 @pytest.mark.parametrize("target", ["TOSA-1.0+INT"])
-def test_verify_mode_and_lower_to_arm_match_stock(permute_net: Any, target: str) -> None:
+def test_verify_mode_and_lower_to_arm_match_unaccelerated(permute_net: Any, target: str) -> None:
+    """lower_to_arm against itself unaccelerated (``stock=True``: lowerkit's driver, ExecuTorch's
+    pipeline); against ExecuTorch's public API only: tests/arm and tests/arm_targets."""
     model, example, calibration = permute_net
-    stock = lower_to_arm(model, example, target, calibration=calibration, stock=True)
+    unaccelerated = lower_to_arm(model, example, target, calibration=calibration, stock=True)
     fast = lower_to_arm(model, example, target, calibration=calibration, verify=True)
-    assert fast.pte == stock.pte
-    assert fast.tosa_flatbuffers == stock.tosa_flatbuffers
+    assert fast.pte == unaccelerated.pte
+    assert fast.tosa_flatbuffers == unaccelerated.tosa_flatbuffers
     assert fast.report is not None
     ran = [r for r in fast.report.rows if r.ran]
     assert 0 < len(ran) < len(fast.report.rows)

@@ -40,10 +40,10 @@ class _WithUnsupportedOp(torch.nn.Module):
 def test_unsupported_op_stays_on_cpu_and_is_reported() -> None:
     model = _WithUnsupportedOp().eval()
     example = (torch.randn(2, 8),)
-    stock = lower_to_arm(model, example, "TOSA-1.0+FP", stock=True)
+    unaccelerated = lower_to_arm(model, example, "TOSA-1.0+FP", stock=True)  # lowerkit's driver, stock pipeline
     fast = lower_to_arm(model, example, "TOSA-1.0+FP")
     assert not fast.fully_delegated
     assert any("topk" in op for op in fast.cpu_ops), fast.cpu_ops
     assert fast.tosa_flatbuffers, "the supported part is still delegated"
-    assert fast.cpu_ops == stock.cpu_ops
-    assert fast.pte == stock.pte and fast.tosa_flatbuffers == stock.tosa_flatbuffers
+    assert fast.cpu_ops == unaccelerated.cpu_ops
+    assert fast.pte == unaccelerated.pte and fast.tosa_flatbuffers == unaccelerated.tosa_flatbuffers

@@ -24,26 +24,12 @@ def quantize_static_int8(
 
     The modules named in `keep_float` (e.g. "features.3") are left in float.
     """
-    from coremltools.optimize.torch.quantization.quantization_config import (
-        LinearQuantizerConfig,
-        QuantizationScheme,
-    )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from lowerkit.coreml_quantizer.int8_config import static_int8_config
     from lowerkit.coreml_quantizer.quantizer import CoreMLQuantizer
 
-    config = LinearQuantizerConfig.from_dict(
-        {
-            "global_config": {
-                "quantization_scheme": QuantizationScheme.symmetric,
-                "activation_dtype": torch.quint8,
-                "weight_dtype": torch.qint8,
-                "weight_per_channel": True,
-            },
-            **({"module_name_configs": dict.fromkeys(keep_float)} if keep_float else {}),
-        }
-    )
-    prepared = prepare_pt2e(program.module(), CoreMLQuantizer(config))
+    prepared = prepare_pt2e(program.module(), CoreMLQuantizer(static_int8_config(keep_float)))
     try:
         with torch.no_grad():
             for batch in calibration:

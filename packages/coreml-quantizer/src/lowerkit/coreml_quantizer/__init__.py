@@ -5,6 +5,7 @@ from lowerkit.coreml_quantizer.annotators import all_pattern_keys
 from lowerkit.coreml_quantizer.config_validation import validate_config
 from lowerkit.coreml_quantizer.errors import CoreMLQuantizerError, IgnoredConfigFieldWarning
 from lowerkit.coreml_quantizer.exported import require_exported
+from lowerkit.coreml_quantizer.int8_config import static_int8_config
 from lowerkit.coreml_quantizer.pattern_cache import PatternCache, PatternCacheStats, pattern_cache
 from lowerkit.coreml_quantizer.patterns import PatternKey
 from lowerkit.coreml_quantizer.prepare import prepare_pt2e, prepare_qat_pt2e
@@ -23,5 +24,6 @@ __all__ = [
     "prepare_pt2e",  # torchao's prepare_pt2e after checking the model
     "prepare_qat_pt2e",  # torchao's prepare_qat_pt2e after checking the model
     "require_exported",  # a model checked to be an exported GraphModule, or CoreMLQuantizerError
+    "static_int8_config",  # the static int8 config of ExecuTorch's Core ML flows (symmetric, per-channel)
     "validate_config",  # a config the Core ML quantizer supports, or CoreMLQuantizerError
 ]

@@ -6,18 +6,29 @@ import torch
 from torch import nn
 
 
-class ConvLinear(nn.Module):
+class _PooledClassifier(nn.Module):
+    """A CNN whose head is global average pooling and a linear layer (its ``pool`` and ``fc``)."""
+
+    def add_head(self, channels: int, classes: int) -> None:
+        """Register ``pool`` and ``fc`` (after the layers registered so far: weights draw in that order)."""
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(channels, classes)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Pool, flatten and classify the features `x`."""
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class ConvLinear(_PooledClassifier):
     """Conv2d + ReLU + global pooling + Linear."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(8, 10)
+        self.add_head(8, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool(torch.relu(self.conv(x)))
-        return self.fc(torch.flatten(x, 1))
+        return self.head(torch.relu(self.conv(x)))
 
 
 class ChannelLayerNorm(nn.Module):
@@ -31,7 +42,7 @@ class ChannelLayerNorm(nn.Module):
         return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
-class Cnn9LayerNorm(nn.Module):
+class Cnn9LayerNorm(_PooledClassifier):
     """Nine conv + LayerNorm + ReLU blocks and a linear head (~50K parameters)."""
 
     CHANNELS = (16, 16, 24, 24, 32, 32, 32, 32, 32)
@@ -49,11 +60,10 @@ class Cnn9LayerNorm(nn.Module):
             ]
             previous = channels
         self.features = nn.Sequential(*blocks)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(previous, classes)
+        self.add_head(previous, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+        return self.head(self.features(x))
 
 
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> nn.Sequential:
@@ -77,7 +87,7 @@ class _ResidualBlock(nn.Module):
         return torch.relu(y + self.shortcut(x))
 
 
-class ResNet8(nn.Module):
+class ResNet8(_PooledClassifier):
     """ResNet8 from MLPerf Tiny (16/32/64 filters, three residual stacks)."""
 
     def __init__(self, classes: int = 10) -> None:
@@ -86,13 +96,11 @@ class ResNet8(nn.Module):
         self.stack1 = _ResidualBlock(16, 16, 1)
         self.stack2 = _ResidualBlock(16, 32, 2)
         self.stack3 = _ResidualBlock(32, 64, 2)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(64, classes)
+        self.add_head(64, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.stem(x))
-        x = self.stack3(self.stack2(self.stack1(x)))
-        return self.fc(torch.flatten(self.pool(x), 1))
+        return self.head(self.stack3(self.stack2(self.stack1(x))))
 
 
 def _depthwise_separable(cin: int, cout: int, stride: int) -> nn.Sequential:
@@ -104,7 +112,7 @@ def _depthwise_separable(cin: int, cout: int, stride: int) -> nn.Sequential:
     )
 
 
-class MobileNetV1(nn.Module):
+class MobileNetV1(_PooledClassifier):
     """MobileNetV1 with width multiplier 0.25 (MLPerf Tiny visual wake words)."""
 
     # (output channels at alpha=1, stride) for the 13 depthwise-separable blocks.
@@ -123,14 +131,13 @@ class MobileNetV1(nn.Module):
             layers.append(_depthwise_separable(previous, width, stride))
             previous = width
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(previous, classes)
+        self.add_head(previous, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+        return self.head(self.features(x))
 
 
-class DsCnn(nn.Module):
+class DsCnn(_PooledClassifier):
     """DS-CNN (small) from MLPerf Tiny keyword spotting: 64 filters, 4 DS blocks, 12 classes."""
 
     def __init__(self, filters: int = 64, classes: int = 12) -> None:
@@ -143,9 +150,7 @@ class DsCnn(nn.Module):
         self.blocks = nn.Sequential(
             *(_depthwise_separable(filters, filters, 1) for _ in range(4))
         )
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(filters, classes)
+        self.add_head(filters, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.blocks(self.stem(x))
-        return self.fc(torch.flatten(self.pool(x), 1))
+        return self.head(self.blocks(self.stem(x)))

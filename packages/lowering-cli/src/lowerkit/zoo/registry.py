@@ -1,4 +1,4 @@
-"""The zoo's registry: a name for each model, its factory and its inputs."""
+"""The zoo's registry: each catalogue entry's model, its factory and its inputs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 
 from lowerkit.pass_infra.helpers.suggest import did_you_mean
 from lowerkit.zoo import cnn, transformer
+from lowerkit.zoo.catalogue import ENTRIES, ZooEntry
 
 Inputs = tuple[torch.Tensor, ...]
 
@@ -144,48 +145,29 @@ def _tokens(vocab: int, length: int) -> Callable[[torch.Generator], Inputs]:
     return make
 
 
-_MODELS: dict[str, ZooModel] = {
-    m.name: m
-    for m in (
-        ZooModel(
-            "conv_linear",
-            "Conv2d + ReLU + pooling + Linear: the smallest useful model",
-            cnn.ConvLinear,
-            _image((1, 3, 16, 16)),
-        ),
-        ZooModel(
-            "cnn9_layernorm",
-            "9-conv CNN with channel LayerNorm (~50K parameters)",
-            cnn.Cnn9LayerNorm,
-            _image((1, 3, 32, 32)),
-        ),
-        ZooModel(
-            "resnet8",
-            "ResNet8, MLPerf Tiny image classification (CIFAR-10 shape)",
-            cnn.ResNet8,
-            _image((1, 3, 32, 32)),
-        ),
-        ZooModel(
-            "mobilenet_v1_025",
-            "MobileNetV1 alpha 0.25, MLPerf Tiny visual wake words (96x96)",
-            cnn.MobileNetV1,
-            _image((1, 3, 96, 96)),
-        ),
-        ZooModel(
-            "ds_cnn",
-            "DS-CNN small, MLPerf Tiny keyword spotting (49x10 MFCC)",
-            cnn.DsCnn,
-            _image((1, 1, 49, 10)),
-        ),
-        ZooModel(
-            "tiny_lm",
-            "2-layer transformer LM whose embedding table is tied to its output head",
-            transformer.TinyLM,
-            _tokens(transformer.VOCAB_SIZE, transformer.CONTEXT),
-            backends=("coreml",),
-        ),
-    )
+def _token_inputs(shape: tuple[int, ...]) -> Callable[[torch.Generator], Inputs]:
+    return _tokens(transformer.VOCAB_SIZE, shape[1])
+
+
+#: Each catalogue entry's module class and its inputs' maker (from the entry's input shape); the
+#: name, description, input shape and backends are the catalogue's (`lowerkit.zoo.catalogue`).
+_BUILDERS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[tuple[int, ...]], Callable[[torch.Generator], Inputs]]]] = {
+    "conv_linear": (cnn.ConvLinear, _image),
+    "cnn9_layernorm": (cnn.Cnn9LayerNorm, _image),
+    "resnet8": (cnn.ResNet8, _image),
+    "mobilenet_v1_025": (cnn.MobileNetV1, _image),
+    "ds_cnn": (cnn.DsCnn, _image),
+    "tiny_lm": (transformer.TinyLM, _token_inputs),
 }
+
+
+def _model(entry: ZooEntry) -> ZooModel:
+    build, inputs = _BUILDERS[entry.name]
+    (shape,) = entry.input_shapes
+    return ZooModel(entry.name, entry.description, build, inputs(shape), backends=entry.backends)
+
+
+_MODELS: dict[str, ZooModel] = {entry.name: _model(entry) for entry in ENTRIES}
 
 
 def names() -> list[str]:
