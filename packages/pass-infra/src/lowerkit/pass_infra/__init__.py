@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         Patch,  # a named, scoped, reference-counted set of third-party attribute replacements
         Replacement,  # one replaced attribute of a Patch
         lowering_lock,  # the process-wide reentrant lock every lowering entry point holds
+        suspend_all,  # every lowerkit patch off for the calling thread, for a block (verify's stock side)
     )
     from lowerkit.pass_infra.accelerations.quantization import (
         accelerated_quantization,  # scope: pt2e prepare / convert faster, the same model
