@@ -85,7 +85,7 @@ def _lower(accelerated: bool) -> tuple[bytes, list[bytes], list[Any], list[Any]]
         decomposition_fallbacks,
         delegate_payloads,
     )
-    from lowerkit.pass_infra.accelerations.replay_engine import SIGNATURE_LOOKUPS
+    from lowerkit.pass_infra.accelerations.signature_lookups import SIGNATURE_LOOKUPS
 
     model, inputs, calibration = _model()
     spec = TosaCompileSpec(TosaSpecification.create_from_string("TOSA-1.0+INT"))

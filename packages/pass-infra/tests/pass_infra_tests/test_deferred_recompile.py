@@ -19,11 +19,11 @@ from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.pass_infra import accelerated_lowering, accelerated_quantization, cheaper_replay
 from lowerkit.pass_infra._upstream import LazyGraphModule
-from lowerkit.pass_infra.accelerations.deferred_recompile import (
+from lowerkit.pass_infra.accelerations.deferred_export import (
     DEFERRED_EXPORT,
-    DEFERRED_RECOMPILE,
     export_deferring_recompiles,
 )
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 
 
 class _Model(torch.nn.Module):

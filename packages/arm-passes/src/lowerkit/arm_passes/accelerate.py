@@ -16,7 +16,7 @@ from lowerkit.arm_passes.upstream_fixes import SCALAR_OF_A_WEIGHT
 from lowerkit.arm_passes.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
-from lowerkit.pass_infra.accelerations.replay_engine import cached_signature_lookups
+from lowerkit.pass_infra.accelerations.signature_lookups import cached_signature_lookups
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 from lowerkit.pass_infra.framework.pipeline import PipelineReport
 

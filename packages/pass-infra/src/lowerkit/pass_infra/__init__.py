@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         cheaper_replay,  # scope: every ExportPass replays without the work stock throws away
         vouch_for,  # mark a graph module's nodes as already checked by a replay
     )
-    from lowerkit.pass_infra.accelerations.deferred_recompile import (
+    from lowerkit.pass_infra.accelerations.deferred_export import (
         export_deferring_recompiles,  # torch.export.export's program, less code generated on the way
     )
     from lowerkit.pass_infra.accelerations.fake_cache import (

@@ -2,7 +2,7 @@
 
 A version bump of torch or ExecuTorch means re-reading this one file (and the functions
 ``tests/pass_infra_tests/test_upstream_sources.py`` names, whose source hashes it holds).
-lowerkit's own replay logic is in `replay_engine`; it reaches upstream only through here.
+lowerkit's own replay logic is in `cheaper_replay` and `replay_engine`; it reaches upstream only through here.
 Proven on torch 2.13.0 and ExecuTorch 1.5.1 (``lowerkit.pass_infra.accelerations.versions.PROVEN_ON``).
 """
 
@@ -194,7 +194,7 @@ def lazy_graph_modules() -> Any:
 #: The node-meta fields torch's tracer copies from the current meta onto a new node.
 COPY_META_FIELDS: tuple[str, ...] = tuple(_fx_proxy._COPY_META_FIELDS)
 
-# FakeTensor's dispatch cache (patched by replay_engine.fake_cache_patch).
+# FakeTensor's dispatch cache (patched by fake_cache.FAKE_CACHE).
 library_utils: Any = _library_utils
 fake_cache_module: Any = _fake_tensor
 stock_is_builtin: Callable[[Any], bool] = _library_utils.is_builtin

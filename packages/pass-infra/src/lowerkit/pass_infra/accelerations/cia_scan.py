@@ -35,4 +35,4 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()``.
-CIA_SCAN = Patch("lowerkit.pass_infra.cia_scan", _replacements)
+CIA_SCAN = Patch("lowerkit.pass_infra.accelerations.cia_scan", _replacements)

@@ -124,6 +124,16 @@ class Patch:
         """True while at least one scope (in any thread) is open."""
         return self._count > 0
 
+    def replacements(self) -> tuple[Replacement, ...]:
+        """What a scope installs (built now, not installed): for the table of accelerations."""
+        replacements = self._replacements
+        return tuple(replacements() if callable(replacements) else replacements)
+
+    @property
+    def hooks(self) -> tuple[Callable[[], None], ...]:
+        """The install hooks (what the patch does besides its replacements)."""
+        return self._on_install
+
     def active(self) -> bool:
         """True when the calling thread is inside a scope of this patch."""
         return bool(getattr(self._local, "stack", None))
@@ -175,9 +185,7 @@ class Patch:
                 self._uninstall()
 
     def _install(self) -> None:
-        replacements = self._replacements
-        if callable(replacements):
-            replacements = replacements()
+        replacements = self.replacements()
         try:
             for r in replacements:
                 self._replace(r)
