@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lowerkit.pass_infra.accelerations.table import ACCELERATIONS, unguarded
 from lowerkit.pass_infra.accelerations.versions import changed_sources
 
 #: upstream function -> (source hash, the lowerkit code to re-read when it changes).
@@ -79,9 +80,26 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.ao.quantization.fx.utils:get_new_attr_name_with_prefix": ("1b607f727ed24eca", "pass-infra attribute_names.fresh_attribute_namer (FRESH_ATTRIBUTE_NAMES)"),
     "torchao.quantization.pt2e.utils:get_new_attr_name_with_prefix": ("1b607f727ed24eca", "pass-infra attribute_names.fresh_attribute_namer (FRESH_ATTRIBUTE_NAMES)"),
     "torch.fx._lazy_graph_module:_use_lazy_graph_module": ("760f4a1ab780b360", "pass-infra deferred_recompile.export_deferring_recompiles (_upstream.lazy_graph_modules)"),
+    "torch.export:export": ("668c292abe414f93", "pass-infra deferred_export.export_deferring_recompiles (DEFERRED_EXPORT replaces it)"),
+    "executorch.exir.pass_base:_ExportPassBase": ("713db8b49c7972f4", "pass-infra cheaper_replay._LazyDebugStr (node_debug_str: who writes and reads it)"),
+    "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse": ("79468a04b3706922", "pass-infra cheaper_replay._LazyDebugStr (node_debug_str: who writes and reads it)"),
+    "torch.export.exported_program:_create_graph_module_for_export": ("48b7876d28b72335", "pass-infra _upstream.lazy_export_graph_module (LAZY_COPIES)"),
+    "torch.export.graph_signature:InputSpec": ("f01e968c3aa62877", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:TensorArgument": ("92772c14426b68d7", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:SymIntArgument": ("3ebf57df0b566533", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:SymFloatArgument": ("7afaf4e533ac2fea", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:SymBoolArgument": ("c1548ac405acb3b1", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:ConstantArgument": ("e00ffe15193c09a8", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:CustomObjArgument": ("a231fffb62596f32", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
+    "torch.export.graph_signature:TokenArgument": ("13f5b00a58299a99", "pass-infra signature_lookups._counting_setattr (SIGNATURE_LOOKUPS: its __setattr__)"),
 }
 
 
 def test_upstream_sources_are_the_ones_lowerkit_copies() -> None:
     problems = changed_sources(UPSTREAM)
     assert not problems, "\n".join(problems)
+
+
+def test_every_upstream_function_a_patch_replaces_has_a_source_hash() -> None:
+    missing = unguarded(ACCELERATIONS, UPSTREAM)
+    assert not missing, "add the source hash of:\n" + "\n".join(missing)

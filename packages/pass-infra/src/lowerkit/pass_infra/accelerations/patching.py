@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Patch", "Replacement", "lowering_lock", "suspend_all"]
+__all__ = ["Patch", "Replacement", "all_patches", "lowering_lock", "suspend_all"]
 
 _LOWERING_LOCK = threading.RLock()
 
@@ -113,6 +113,9 @@ class Patch:
         self._count = 0
         self._saved: list[_Saved] = []
         self._local = threading.local()
+        caller = inspect.currentframe()
+        #: The module that made the patch (its `name` should be that module's).
+        self.module: str = caller.f_back.f_globals.get("__name__", "") if caller and caller.f_back else ""
         with _PATCHES_LOCK:
             _PATCHES.add(self)
 
@@ -246,6 +249,12 @@ class Patch:
                 delattr(s.owner, s.name)
 
 
+def all_patches() -> list[Patch]:
+    """Every Patch made in this process so far."""
+    with _PATCHES_LOCK:
+        return list(_PATCHES)
+
+
 @contextmanager
 def suspend_all() -> Iterator[None]:
     """Within the block the calling thread runs stock: every patch acts as if none of this
@@ -256,8 +265,7 @@ def suspend_all() -> Iterator[None]:
     than per thread (a ``dispatch=False`` value, an install hook such as ``gc.freeze()``) stays:
     each is neutral for threads outside a scope by construction (its docstring says why).
     """
-    with _PATCHES_LOCK:
-        patches = list(_PATCHES)
+    patches = all_patches()
     set_aside: list[tuple[Patch, list[Any]]] = []
     try:
         for patch in patches:
