@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -50,12 +50,15 @@ __all__ = [
 class Acceleration:
     """One row: `patch`, opened by `scopes` (entry points and scopes), during `stage`.
 
-    `hooks` says what the patch does at install besides its replacements (when it does)."""
+    `hooks` says what the patch does at install besides its replacements (when it does);
+    `guarded_by` names, for a replaced value that is no function (a module bound in upstream's
+    namespace), the upstream function whose source hash guards its use instead."""
 
     patch: Patch
     scopes: tuple[str, ...]
     stage: str
     hooks: str = ""
+    guarded_by: Mapping[str, str] = field(default_factory=dict)
 
     def replaced(self) -> tuple[str, ...]:
         """The upstream attributes a scope replaces, as ``module:Owner.name``."""
@@ -99,12 +102,13 @@ def guard_name(replacement: Replacement) -> str:
 
 def unguarded(rows: Iterable[Acceleration], hashed: Collection[str]) -> list[str]:
     """``patch: guard name`` for each replacement of `rows` whose `guard_name` is not in `hashed`."""
-    return [
-        f"{row.patch.name}: {guard_name(r)}"
-        for row in rows
-        for r in row.patch.replacements()
-        if guard_name(r) not in hashed
-    ]
+    missing = []
+    for row in rows:
+        for r in row.patch.replacements():
+            guard = row.guarded_by.get(upstream_name(r)) or guard_name(r)
+            if guard not in hashed:
+                missing.append(f"{row.patch.name}: {guard}")
+    return missing
 
 
 def patches_defined_in(package: str) -> list[Patch]:
