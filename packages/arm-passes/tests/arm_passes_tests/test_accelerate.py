@@ -153,3 +153,20 @@ def test_accelerated_arm_quantization_prepares_the_stock_module(target: str, mon
     assert [n.name for n in stock.graph.nodes] == [n.name for n in fast.graph.nodes]
     assert stock.code == fast.code
     assert torch.equal(stock(*example), fast(*example))
+
+
+def test_tosa_preprocess_is_left_stock_on_unproven_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executorch.backends.arm.tosa.backend import TOSABackend
+
+    from lowerkit.arm_passes._upstream_tosa_preprocess import TOSA_PREPROCESS
+    from lowerkit.pass_infra.accelerations import versions
+
+    stock = TOSABackend.__dict__["_preprocess"]
+    with _upstream.capture_tosa_flatbuffers([]):  # proven: the patch is installed
+        assert TOSA_PREPROCESS.active() and TOSABackend.__dict__["_preprocess"] is not stock
+    monkeypatch.setattr(versions, "installed_versions", lambda names: {n: "999.0" for n in names})
+    monkeypatch.delenv(versions.ALLOW_UNPROVEN_ENV, raising=False)
+    monkeypatch.setattr(versions, "_warned", set())
+    with pytest.warns(versions.UnprovenVersionWarning, match="TOSABackend._preprocess"):
+        with _upstream.capture_tosa_flatbuffers([]):
+            assert not TOSA_PREPROCESS.installed and TOSABackend.__dict__["_preprocess"] is stock
