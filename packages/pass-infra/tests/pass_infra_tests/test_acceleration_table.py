@@ -1,21 +1,33 @@
-"""The table of accelerations lists every Patch pass-infra makes, each named after its module."""
+"""The table of accelerations: what `audit` reports, and pass-infra's rows."""
 
 from __future__ import annotations
 
-from lowerkit.pass_infra.accelerations.table import ACCELERATIONS, markdown, patches_defined_in
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.table import ACCELERATIONS, Acceleration, audit, markdown
 
 
-def test_the_table_lists_every_patch_of_pass_infra_once() -> None:
-    listed = [row.patch for row in ACCELERATIONS]
-    assert len({id(p) for p in listed}) == len(listed)
-    made = patches_defined_in("lowerkit.pass_infra")
-    assert sorted(p.name for p in made) == sorted(p.name for p in listed)
-    assert {id(p) for p in made} == {id(p) for p in listed}
+class _Upstream:
+    def method(self) -> str:
+        return "stock"
 
 
-def test_each_patch_is_named_after_the_module_that_makes_it() -> None:
-    for patch in patches_defined_in("lowerkit.pass_infra"):
-        assert patch.name == patch.module, patch
+def _ours(self: object) -> str:
+    return "ours"
+
+
+def test_audit_names_an_unlisted_patch_a_misnamed_one_and_an_unhashed_replacement() -> None:
+    misnamed = Patch("somewhere.else", lambda: [Replacement(_Upstream, "method", _ours)])
+    rows = [Acceleration(misnamed, ("a scope",), "a stage")]
+    hashed = {f"{__name__}:_Upstream.method"}
+    assert audit(__name__, rows, hashed) == [f"somewhere.else: made by {__name__}, named otherwise"]
+    assert audit(__name__, rows, set()) == [
+        f"somewhere.else: made by {__name__}, named otherwise",
+        f"somewhere.else: {__name__}:_Upstream.method: no source hash",
+    ]
+    assert audit(__name__, [], hashed) == [
+        "somewhere.else: not in the table",
+        f"somewhere.else: made by {__name__}, named otherwise",
+    ]
 
 
 def test_each_row_says_what_it_replaces() -> None:

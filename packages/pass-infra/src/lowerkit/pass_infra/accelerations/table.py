@@ -38,6 +38,7 @@ from lowerkit.pass_infra.accelerations.verified_graphs import VERIFIED_GRAPHS
 __all__ = [
     "ACCELERATIONS",
     "Acceleration",
+    "audit",
     "guard_name",
     "markdown",
     "patches_defined_in",
@@ -112,12 +113,25 @@ def unguarded(rows: Iterable[Acceleration], hashed: Collection[str]) -> list[str
 
 
 def patches_defined_in(package: str) -> list[Patch]:
-    """Every Patch a module of `package` makes (each module of `package` is imported here)."""
+    """Every Patch a module of `package` (a package or one module) makes; each is imported here."""
     root = importlib.import_module(package)
-    for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+    for info in pkgutil.walk_packages(getattr(root, "__path__", []), f"{package}."):
         if not info.name.endswith(".__main__"):
             importlib.import_module(info.name)
     return [p for p in all_patches() if p.module == package or p.module.startswith(f"{package}.")]
+
+
+def audit(package: str, rows: Collection[Acceleration], hashed: Collection[str]) -> list[str]:
+    """What is wrong with `package`'s table `rows`, one line each: a patch the package makes and does
+    not list (or lists twice, or does not make), a patch not named after the module that makes it,
+    a replaced upstream function whose source hash is not in `hashed`."""
+    made = patches_defined_in(package)
+    listed = [row.patch for row in rows]
+    problems = [f"{p.name}: not in the table" for p in made if all(p is not q for q in listed)]
+    problems += [f"{p.name}: listed {listed.count(p)} times" for p in made if listed.count(p) > 1]
+    problems += [f"{p.name}: in the table, not made by {package}" for p in listed if all(p is not q for q in made)]
+    problems += [f"{p.name}: made by {p.module}, named otherwise" for p in made if p.name != p.module]
+    return problems + [f"{line}: no source hash" for line in unguarded(rows, hashed)]
 
 
 def markdown(rows: Iterable[Acceleration]) -> str:
