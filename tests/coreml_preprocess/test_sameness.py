@@ -32,7 +32,7 @@ from lowerkit.coreml_preprocess import (
     PIPELINE_METADATA_KEY,
     CoreMLCompileOptions,
     CoreMLPartitioner,
-    _upstream,
+    _upstream_faster_conversion,
     files_of,
     unflatten_payload,
 )
@@ -170,14 +170,14 @@ def without_ids(manifest: bytes) -> Any:
 def counting_walk_skips(monkeypatch: pytest.MonkeyPatch) -> Counter[bool]:
     """Counts ``faster_conversion``'s decisions: True, coremltools' var walk skipped; False, run."""
     decisions: Counter[bool] = Counter()
-    check = _upstream.nothing_to_propagate
+    check = _upstream_faster_conversion.nothing_to_propagate
 
     def counted(block: Any) -> bool:
         skip = check(block)
         decisions[skip] += 1
         return skip
 
-    monkeypatch.setattr(_upstream, "nothing_to_propagate", counted)
+    monkeypatch.setattr(_upstream_faster_conversion, "nothing_to_propagate", counted)
     return decisions
 
 

@@ -3,9 +3,10 @@
 * No import cycles among lowerkit's modules. ``from package import name`` is an edge to the
   submodule ``package.name`` when there is one, else to the package itself (its ``__init__``).
   Imports inside functions count too: a lazy import only hides a cycle.
-* No module imports another module's private (``_name``) name; the packages' ``_upstream.py``
-  modules, which hold third-party private names, are the exception as a whole (they are imported
-  by name, ``from lowerkit.x import _upstream``).
+* No module imports another module's private (``_name``) name; the packages' ``_upstream`` modules
+  (``_upstream.py`` and the per-acceleration ``_upstream_<name>.py``), which hold third-party
+  private names, are the exception as a whole (they are imported by name,
+  ``from lowerkit.x import _upstream``).
 * No module imports a name from a package facade (an ``__init__``), its own package's or
   another's: it imports the name from the module that defines it (``from package import module``
   is fine). The facades are for users; inside lowerkit they would only make cycles.
@@ -114,7 +115,7 @@ def private_imports(found: dict[str, Module] | None = None) -> list[str]:
             if not imported.startswith("lowerkit.") or imported == name:
                 continue
             for imported_name in names:
-                if imported_name.startswith("_") and imported_name != "_upstream" and not imported_name.startswith("__"):
+                if imported_name.startswith("_") and not imported_name.startswith(("_upstream", "__")):
                     hits.append(f"{_where(module)}:{line}: {name} imports {imported}.{imported_name}")
     return hits
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 from executorch.exir import to_edge_transform_and_lower
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.pass_base import ExportPass
 
 from lowerkit.arm_passes import (
     FastArmPassManager,
@@ -16,6 +18,8 @@ from lowerkit.arm_passes import (
     lower_to_arm,
 )
 from lowerkit.arm_passes.devices import partitioner_for
+from lowerkit.pass_infra import PassEquivalenceError, Patch, Replacement
+from lowerkit.pass_infra.accelerations.replay_engine import in_pipeline
 
 
 def _lower(program: Any, target: str) -> tuple[bytes, list[bytes]]:
@@ -65,6 +69,29 @@ def test_verify_mode_and_lower_to_arm_match_unaccelerated(permute_net: Any, targ
     assert fast.report is not None
     ran = [r for r in fast.report.rows if r.ran]
     assert 0 < len(ran) < len(fast.report.rows)
+
+
+_STOCK_CALL_OPERATOR = ExportPass.call_operator
+
+
+def _mul_as_add(self: Any, op: Any, args: Any, kwargs: Any, meta: Any) -> Any:
+    """A deliberately wrong acceleration: inside a pass pipeline, ExportPass replays mul as add."""
+    if in_pipeline() and op == exir_ops.edge.aten.mul.Tensor:
+        op = exir_ops.edge.aten.add.Tensor
+    return _STOCK_CALL_OPERATOR(self, op, args, kwargs, meta)
+
+
+WRONG_ACCELERATION = Patch("planted wrong acceleration", lambda: [Replacement(ExportPass, "call_operator", _mul_as_add)])
+
+
+def test_verify_mode_compares_with_stock_inside_the_accelerated_scopes(permute_net: Any) -> None:
+    import torch
+
+    model, example, _ = permute_net
+    with WRONG_ACCELERATION.scope(), pytest.raises(PassEquivalenceError) as caught:
+        with accelerated_arm_pipeline(verify=True):
+            _lower(torch.export.export(model, example), "TOSA-1.0+FP")
+    assert "add" in caught.value.node  # the fast side's node
 
 
 class _AttentionBlock:
@@ -128,3 +155,20 @@ def test_accelerated_arm_quantization_prepares_the_stock_module(target: str, mon
     assert [n.name for n in stock.graph.nodes] == [n.name for n in fast.graph.nodes]
     assert stock.code == fast.code
     assert torch.equal(stock(*example), fast(*example))
+
+
+def test_tosa_preprocess_is_left_stock_on_unproven_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executorch.backends.arm.tosa.backend import TOSABackend
+
+    from lowerkit.arm_passes._upstream_tosa_preprocess import TOSA_PREPROCESS
+    from lowerkit.pass_infra.accelerations import versions
+
+    stock = TOSABackend.__dict__["_preprocess"]
+    with _upstream.capture_tosa_flatbuffers([]):  # proven: the patch is installed
+        assert TOSA_PREPROCESS.active() and TOSABackend.__dict__["_preprocess"] is not stock
+    monkeypatch.setattr(versions, "installed_versions", lambda names: {n: "999.0" for n in names})
+    monkeypatch.delenv(versions.ALLOW_UNPROVEN_ENV, raising=False)
+    monkeypatch.setattr(versions, "_warned", set())
+    with pytest.warns(versions.UnprovenVersionWarning, match="TOSABackend._preprocess"):
+        with _upstream.capture_tosa_flatbuffers([]):
+            assert not TOSA_PREPROCESS.installed and TOSABackend.__dict__["_preprocess"] is stock

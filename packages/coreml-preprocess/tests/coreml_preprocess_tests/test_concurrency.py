@@ -15,7 +15,7 @@ from executorch.exir import to_edge
 
 from lowerkit.coreml_compiler_ops import is_registered
 from lowerkit.coreml_preprocess import CoreMLBackend, CoreMLCompileOptions
-from lowerkit.coreml_preprocess._upstream import FASTER_CONVERSION
+from lowerkit.coreml_preprocess._upstream_faster_conversion import FASTER_CONVERSION
 from lowerkit.coreml_preprocess.scope import COREML_SCOPE
 
 

@@ -16,7 +16,7 @@ from coremltools.converters.mil.mil.passes.defs.quantization import FP16ComputeP
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from coremltools.converters.mil.mil.scope import ScopeSource
 
-from lowerkit.coreml_preprocess import _upstream
+from lowerkit.coreml_preprocess import _upstream_faster_conversion
 
 #: fp32 constants around coremltools' two bounds (65504, the fp16 maximum; 1e38, "an infinity").
 CONSTANTS = [
@@ -47,7 +47,7 @@ def test_fp16_overflow_bounded_first_agrees_with_coremltools() -> None:
     stock = FP16ComputePrecision.__dict__["fp16_overflow"].__func__
     ops = _ops_reading(CONSTANTS)
     answers = [stock(op) for op in ops]
-    assert answers == [_upstream.fp16_overflow_bounded_first(stock)(op) for op in ops]
+    assert answers == [_upstream_faster_conversion.fp16_overflow_bounded_first(stock)(op) for op in ops]
     assert answers == [False, False, True, True, False, True, False, False, True, True, False]
 
 
@@ -68,22 +68,22 @@ TYPES = [
 ]
 
 
-@pytest.mark.parametrize("key", list(_upstream._TYPE_PREDICATES))
+@pytest.mark.parametrize("key", list(_upstream_faster_conversion._TYPE_PREDICATES))
 def test_memoized_type_predicates_agree_and_are_removed(key: tuple[str, str]) -> None:
     import importlib
 
     module, name = key
     stock = getattr(importlib.import_module(module), name)
     expected = [stock(t) for t in TYPES]
-    with _upstream.faster_conversion():
+    with _upstream_faster_conversion.faster_conversion():
         replaced = getattr(types, name)
         assert replaced is not stock
         assert [replaced(t) for t in TYPES] == expected
         assert [replaced(t) for t in TYPES] == expected  # from the memo now
-        assert _upstream._PREDICATE_RESULTS
+        assert _upstream_faster_conversion._PREDICATE_RESULTS
     assert getattr(types, name) is stock
     assert getattr(importlib.import_module(module), name) is stock
-    assert not _upstream._PREDICATE_RESULTS
+    assert not _upstream_faster_conversion._PREDICATE_RESULTS
 
 
 def _transposed_program() -> Any:
@@ -109,7 +109,7 @@ def test_function_text_still_formatted_where_logged() -> None:
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     try:
-        with _upstream.faster_conversion():
+        with _upstream_faster_conversion.faster_conversion():
             assert str(prog.functions["main"]) == text  # not from a debug-message site
             PASS_REGISTRY["common::reduce_transposes"](prog)
     finally:
@@ -134,12 +134,12 @@ def _scoped_program(with_scope: bool) -> Any:
 
 
 def test_essential_scope_check_is_coremltools_own() -> None:
-    _upstream.check_essential_scope(_scoped_program(with_scope=True))
+    _upstream_faster_conversion.check_essential_scope(_scoped_program(with_scope=True))
     missing = _scoped_program(with_scope=False)
     with pytest.raises(ValueError, match="missing essential scopes") as stock:
         missing.validate(check_essential_scope=True)
     with pytest.raises(ValueError, match="missing essential scopes") as ours:
-        _upstream.check_essential_scope(missing)
+        _upstream_faster_conversion.check_essential_scope(missing)
     assert str(ours.value) == str(stock.value)
 
 
@@ -181,7 +181,7 @@ def test_underflow_check_at_once_agrees_with_coremltools() -> None:
     from coremltools.converters.mil.mil.passes.defs.quantization import add_fp16_cast
 
     stock = FP16ComputePrecision.__dict__["_check_underflow_to_zero"]
-    ours = _upstream._underflow_check_at_once(stock)
+    ours = _upstream_faster_conversion._underflow_check_at_once(stock)
     changed = 0
     for value in _underflow_cases():
         cast = np.asarray(value).astype(np.float16)

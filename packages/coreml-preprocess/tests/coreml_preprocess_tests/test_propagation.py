@@ -10,7 +10,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.block import Block
 
-from lowerkit.coreml_preprocess import _upstream
+from lowerkit.coreml_preprocess import _upstream_faster_conversion
 
 
 def _program(compressed: bool) -> Any:
@@ -42,7 +42,7 @@ def _sets(function: Any) -> list[set[str]]:
 
 def test_uncompressed_program_has_nothing_to_propagate() -> None:
     function = _program(compressed=False).functions["main"]
-    assert _upstream.nothing_to_propagate(function)
+    assert _upstream_faster_conversion.nothing_to_propagate(function)
     before = _sets(function)
     Block.__dict__["_propagate_nonreplaceable_vars"](function)  # coremltools' own walk
     assert _sets(function) == before == [set()] * len(before)
@@ -50,19 +50,19 @@ def test_uncompressed_program_has_nothing_to_propagate() -> None:
 
 def test_compressed_weight_or_a_stale_set_runs_the_walk() -> None:
     compressed = _program(compressed=True).functions["main"]
-    assert not _upstream.nothing_to_propagate(compressed)
+    assert not _upstream_faster_conversion.nothing_to_propagate(compressed)
     assert any(_sets(compressed))  # the walk had work: add / relu depend on the constexpr
     plain = _program(compressed=False).functions["main"]
     relu = plain.operations[-1].outputs[0]
     relu.nonreplaceable_vars_upstream = {plain.inputs["x"]}  # stale: the walk would empty it
-    assert not _upstream.nothing_to_propagate(plain)
-    with _upstream.faster_conversion(), plain:  # the replaced walk, at the block's exit
+    assert not _upstream_faster_conversion.nothing_to_propagate(plain)
+    with _upstream_faster_conversion.faster_conversion(), plain:  # the replaced walk, at the block's exit
         pass
     assert relu.nonreplaceable_vars_upstream == set()
 
 
 def test_the_walk_is_replaced_only_inside_faster_conversion() -> None:
     stock = Block.__dict__["_propagate_nonreplaceable_vars"]
-    with _upstream.faster_conversion():
+    with _upstream_faster_conversion.faster_conversion():
         assert Block.__dict__["_propagate_nonreplaceable_vars"] is not stock
     assert Block.__dict__["_propagate_nonreplaceable_vars"] is stock

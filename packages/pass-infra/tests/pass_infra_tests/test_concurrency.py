@@ -13,7 +13,8 @@ from executorch.exir import to_edge
 
 from lowerkit.pass_infra import PassPipeline, TargetedPass, cheaper_replay
 from lowerkit.pass_infra._upstream import fake_state_snapshot, replay_state_snapshot
-from lowerkit.pass_infra.accelerations.replay_engine import CHEAP_REPLAY, FAKE_CACHE
+from lowerkit.pass_infra.accelerations.cheaper_replay import CHEAP_REPLAY
+from lowerkit.pass_infra.accelerations.fake_cache import FAKE_CACHE
 
 
 class _Net(torch.nn.Module):

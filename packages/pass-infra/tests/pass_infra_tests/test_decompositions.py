@@ -8,7 +8,7 @@ import torch
 import torch.export.exported_program as ep
 from torch._subclasses.fake_impls import _is_op_registered_to_fake_rule
 
-from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations import _upstream_cia_scan
 
 
 def _cia_table() -> dict[Any, Any]:
@@ -45,7 +45,7 @@ def test_override_registers_and_restores_what_stock_does() -> None:
         stock = _kernels(ops)
     stock_after = _kernels(ops)
     assert stock_after == start
-    with _upstream.override_composite_implicit_decomp(table):
+    with _upstream_cia_scan.override_composite_implicit_decomp(table):
         lowerkit = _kernels(ops)
     assert lowerkit == stock
     assert _kernels(ops) == stock_after
@@ -59,10 +59,10 @@ def test_override_refuses_a_key_already_registered_like_py_impl() -> None:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         return None
 
-    _upstream._set_py_kernel(op, key, kernel)
+    _upstream_cia_scan._set_py_kernel(op, key, kernel)
     try:
         try:
-            _upstream._set_py_kernel(op, key, kernel)
+            _upstream_cia_scan._set_py_kernel(op, key, kernel)
         except RuntimeError as error:
             assert "Trying to override a python impl" in str(error)
         else:

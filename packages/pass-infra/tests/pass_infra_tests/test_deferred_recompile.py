@@ -19,11 +19,11 @@ from torch.fx.passes.infra.pass_manager import PassManager
 
 from lowerkit.pass_infra import accelerated_lowering, accelerated_quantization, cheaper_replay
 from lowerkit.pass_infra._upstream import LazyGraphModule
-from lowerkit.pass_infra.accelerations.deferred_recompile import (
+from lowerkit.pass_infra.accelerations.deferred_export import (
     DEFERRED_EXPORT,
-    DEFERRED_RECOMPILE,
     export_deferring_recompiles,
 )
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 
 
 class _Model(torch.nn.Module):
@@ -215,12 +215,13 @@ class _KeywordInput(torch.nn.Module):
 
 def test_export_deferring_recompiles_takes_what_torchs_export_takes() -> None:
     """Called as torch.export.export is (export_llama's pt2e path passes the model's keyword inputs
-    positionally): the same program."""
+    positionally; torchao's pattern matcher exports strictly): the same program."""
     model, args, kwargs = _KeywordInput(), (torch.randn(3),), {"scale": torch.randn(3)}
     for call in (
         lambda export: export(model, args, kwargs),
         lambda export: export(model, args, kwargs, dynamic_shapes=None),
         lambda export: export(mod=model, args=args, kwargs=kwargs, strict=False),
+        lambda export: export(model, args, kwargs, strict=True),  # Dynamo's: torch's own export
     ):
         stock, program = call(torch.export.export), call(export_deferring_recompiles)
         assert _program_text(program) == _program_text(stock)

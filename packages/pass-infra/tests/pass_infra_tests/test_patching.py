@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lowerkit.pass_infra import Patch, Replacement, lowering_lock
+from lowerkit.pass_infra import Patch, Replacement, lowering_lock, suspend_all
 
 
 class Target:
@@ -127,3 +127,26 @@ def test_failed_install_and_failing_hooks_leave_nothing() -> None:
 def test_lowering_lock_is_reentrant() -> None:
     with lowering_lock(), lowering_lock():
         pass
+
+
+def test_suspend_all_runs_the_calling_thread_stock_and_puts_its_scopes_back() -> None:
+    patch = _patch()
+    seen: list[str] = []
+
+    def in_a_scope_of_its_own() -> None:
+        with patch.scope():
+            seen.append(Target().method())
+
+    with patch.scope(options="outer"):
+        with suspend_all():
+            assert Target().method() == "stock" and Target.static() == "stock"
+            assert not patch.active() and patch.options() is None
+            worker = threading.Thread(target=in_a_scope_of_its_own)  # other threads: unaffected
+            worker.start()
+            worker.join()
+            with patch.scope(options="inner"):  # a scope opened inside works as usual
+                assert Target().method() == "ours" and patch.stack() == ("inner",)
+            assert Target().method() == "stock" and patch.installed
+        assert Target().method() == "ours" and patch.stack() == ("outer",)
+    assert seen == ["ours"] and not patch.installed
+    assert vars(Target)["method"] is _state()[0]

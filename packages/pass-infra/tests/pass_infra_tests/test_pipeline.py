@@ -15,6 +15,8 @@ from lowerkit.pass_infra import (
     PassEquivalenceError,
     PassInfraError,
     PassPipeline,
+    Patch,
+    Replacement,
     TargetedPass,
     first_difference,
     reference_copy,
@@ -122,6 +124,31 @@ def test_verify_mode_catches_a_pass_lying_about_its_targets():
     assert err.pass_name == "SubToAddLiar"
     assert err.node.startswith("aten_sub_tensor ")
     assert "SubToAddLiar" in str(err) and "targeted_ops" in str(err)
+
+
+_STOCK_CALL_OPERATOR = ExportPass.call_operator
+
+
+def _relu_as_sigmoid(self, op, args, kwargs, meta):
+    """A deliberately wrong acceleration: ExportPass replays relu as sigmoid."""
+    if op == E.relu.default:
+        op = E.sigmoid.default
+    return _STOCK_CALL_OPERATOR(self, op, args, kwargs, meta)
+
+
+WRONG_ACCELERATION = Patch("planted wrong acceleration", lambda: [Replacement(ExportPass, "call_operator", _relu_as_sigmoid)])
+
+
+def test_verify_mode_compares_with_stock_while_a_lowerkit_scope_is_open():
+    gm = build_chain(12)
+    with WRONG_ACCELERATION.scope():
+        out, _ = PassPipeline([StockNoop()]).run(gm)
+        assert E.sigmoid.default in {n.target for n in out.graph.nodes}  # the patch is wrong
+        with pytest.raises(PassEquivalenceError) as caught:
+            PassPipeline([StockNoop()], verify=True).run(gm)
+    assert caught.value.pass_name == "StockNoop"
+    assert caught.value.node.startswith("aten_sigmoid_default")  # the fast side's node
+    PassPipeline([StockNoop()], verify=True).run(gm)  # stock on both sides once the scope is closed
 
 
 def test_bad_pipelines_are_user_errors():

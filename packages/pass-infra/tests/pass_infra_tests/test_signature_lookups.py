@@ -17,7 +17,7 @@ from torch.export.graph_signature import (
 )
 
 from lowerkit.pass_infra import _upstream
-from lowerkit.pass_infra.accelerations.replay_engine import (
+from lowerkit.pass_infra.accelerations.signature_lookups import (
     SIGNATURE_LOOKUPS,
     cached_signature_lookups,
 )

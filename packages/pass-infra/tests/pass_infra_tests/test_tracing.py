@@ -15,7 +15,7 @@ from torch.utils import _pytree as pytree
 
 from lowerkit.pass_infra import cheaper_replay
 from lowerkit.pass_infra._upstream import extract_symbolic_snapshot
-from lowerkit.pass_infra.accelerations.replay_engine import (
+from lowerkit.pass_infra.accelerations.cheaper_replay import (
     map_proxy_values,
     plainly_static,
     validate_symbolic_inputs,

@@ -8,9 +8,10 @@ override these private upstream methods (their sources are hashed in
 (runner.FastArmPassManager) and ``PropagateViewCopyPermute{Up,Down}Pass._retrace``
 (incremental).
 
-The patches here are `lowerkit.pass_infra.Patch`es: installed while a scope is open,
-dispatching per thread (threads outside a scope get stock ExecuTorch), restored exactly by
-the last scope out.
+The patches are `lowerkit.pass_infra.Patch`es, one per module beside this one
+(`_upstream_arm_manager`, `_upstream_graph_module_passes`, `_upstream_tosa_preprocess`):
+installed while a scope is open, dispatching per thread (threads outside a scope get stock
+ExecuTorch), restored exactly by the last scope out.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from executorch.backends.arm import _passes as arm_passes_pkg  # private package
-from executorch.backends.arm._passes import arm_pass_manager as arm_pass_manager_module
 from executorch.backends.arm._passes.arm_pass import ArmPass as ArmPass
 from executorch.backends.arm._passes.arm_pass_manager import ArmPassManager as ArmPassManager
 from executorch.backends.arm._passes.fuse_duplicate_users_pass import (
@@ -38,7 +37,6 @@ from executorch.backends.arm._passes.remove_permutes_around_elementwise_tosa_ops
     RemovePermutesAroundElementwiseTosaOps as RemovePermutesAroundElementwiseTosaOps,
 )
 from executorch.backends.arm.ethosu.backend import EthosUBackend
-from executorch.backends.arm.tosa.backend import TOSABackend
 from executorch.backends.arm.vgf import backend as vgf_backend
 from executorch.backends.transforms.replace_scalar_with_tensor import ReplaceScalarWithTensorArgPass
 from executorch.exir._program_utils import _get_updated_graph_signature
@@ -54,7 +52,8 @@ from torch.fx.passes.infra.pass_base import PassResult
 from torch.fx.passes.infra.pass_manager import PassManager
 from torch.utils import _pytree as pytree
 
-from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.arm_passes._upstream_graph_module_passes import patched_graph_module_pass_manager
+from lowerkit.arm_passes._upstream_tosa_preprocess import wrapped_preprocess
 
 __all__ = [
     "TOSA_EXCLUDED_TARGETS",
@@ -80,8 +79,6 @@ __all__ = [
     "exir_ops",
     "fake_mode_of",
     "is_int48",
-    "patched_arm_pass_manager",
-    "patched_graph_module_pass_manager",
     "permute_targets",
     "pytree",
     "rescale_multipliers",
@@ -92,9 +89,6 @@ __all__ = [
     "vgf_pass_insertions",
 ]
 
-#: The module attribute TOSABackend._preprocess_module imports lazily on every call.
-_PASS_MANAGER_HOME = arm_passes_pkg
-_stock_preprocess: Callable[[ExportedProgram, Any], Any] = TOSABackend.__dict__["_preprocess"].__func__
 
 
 class _ListingPassManager(ArmPassManager):
@@ -160,73 +154,6 @@ def shallow_program_copy(exported_program: ExportedProgram) -> ExportedProgram:
     return copy.copy(exported_program)
 
 
-def _built_for_thread(patch: Patch, stock: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """An instance of the class the calling thread's innermost `patch` scope names, else of `stock`.
-
-    Not an instance of the stand-in class whose ``__new__`` returns it, so ``type.__call__``
-    does not ``__init__`` it again.
-    """
-    chosen: Any = patch.options() or stock
-    instance = chosen.__new__(chosen)
-    instance.__init__(*args, **kwargs)
-    return instance
-
-
-class _ArmPassManagerForThread(ArmPassManager):
-    """Stands in for ``ArmPassManager`` in ``executorch.backends.arm._passes`` while ARM_MANAGER is installed.
-
-    Constructing it builds the manager class the calling thread's innermost scope asked for,
-    or a stock ``ArmPassManager`` for a thread outside any scope (so it is neutral for them).
-    """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        return _built_for_thread(ARM_MANAGER, ArmPassManager, args, kwargs)
-
-
-#: TOSABackend's preprocess builds the manager class a scope names instead of ArmPassManager.
-ARM_MANAGER = Patch(
-    "lowerkit.arm_passes.arm_pass_manager",
-    lambda: [
-        Replacement(_PASS_MANAGER_HOME, "ArmPassManager", _ArmPassManagerForThread, dispatch=False)
-    ],
-)
-
-
-@contextlib.contextmanager
-def patched_arm_pass_manager(replacement: type) -> Iterator[None]:
-    """Make TOSABackend's preprocess (in this thread) build `replacement` instead of ArmPassManager."""
-    with ARM_MANAGER.scope(replacement):
-        yield
-
-
-class _GraphModulePassManagerForThread(PassManager):
-    """Stands in for the ``GraphModulePassManager`` (torch's ``PassManager``) that ArmPassManager's
-    graph-module pipelines (``transform_for_annotation_pipeline``, control-flow submodules) build
-    while GRAPH_MODULE_PASSES is installed: the class the calling thread's innermost scope
-    asked for, or torch's own ``PassManager`` outside any scope."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        return _built_for_thread(GRAPH_MODULE_PASSES, PassManager, args, kwargs)
-
-
-#: ArmPassManager's graph-module pipelines build the manager class a scope names.
-GRAPH_MODULE_PASSES = Patch(
-    "lowerkit.arm_passes.graph_module_passes",
-    lambda: [
-        Replacement(
-            arm_pass_manager_module, "GraphModulePassManager", _GraphModulePassManagerForThread, dispatch=False
-        )
-    ],
-)
-
-
-@contextlib.contextmanager
-def patched_graph_module_pass_manager(replacement: type) -> Iterator[None]:
-    """Make ArmPassManager's graph-module pipelines (in this thread) run through `replacement`."""
-    with GRAPH_MODULE_PASSES.scope(replacement):
-        yield
-
-
 def build_tfa_pass_list(compile_spec: Any, graph_module: GraphModule) -> list[Any]:
     """The exact pass instances ``ArmPassManager.transform_for_annotation_pipeline`` would run, in order."""
     listed: list[Any] = []
@@ -241,25 +168,6 @@ def build_tfa_pass_list(compile_spec: Any, graph_module: GraphModule) -> list[An
     return listed
 
 
-def _preprocess_through_wrappers(edge_program: ExportedProgram, compile_spec: Any) -> Any:
-    """``TOSABackend._preprocess`` through the calling thread's wrappers, innermost first."""
-    wrappers = TOSA_PREPROCESS.stack()
-
-    def call(index: int, program: ExportedProgram, spec: Any) -> Any:
-        if index < 0:
-            return _stock_preprocess(program, spec)
-        return wrappers[index](program, spec, lambda p, s: call(index - 1, p, s))
-
-    return call(len(wrappers) - 1, edge_program, compile_spec)
-
-
-#: TOSABackend._preprocess routed through ``wrapper(edge_program, compile_spec, inner)``s.
-TOSA_PREPROCESS = Patch(
-    "lowerkit.arm_passes.tosa_preprocess",
-    lambda: [Replacement(TOSABackend, "_preprocess", staticmethod(_preprocess_through_wrappers))],
-)
-
-
 @contextlib.contextmanager
 def capture_tosa_flatbuffers(sink: list[bytes]) -> Iterator[None]:
     """Append every TOSA flatbuffer TOSABackend produces (also inside EthosUBackend) to `sink`."""
@@ -269,7 +177,7 @@ def capture_tosa_flatbuffers(sink: list[bytes]) -> Iterator[None]:
         sink.append(bytes(result.processed_bytes))
         return result
 
-    with TOSA_PREPROCESS.scope(recording):
+    with wrapped_preprocess(recording):
         yield
 
 
@@ -281,7 +189,7 @@ def capture_backend_inputs(sink: list[tuple[ExportedProgram, Any]]) -> Iterator[
         sink.append((copy.deepcopy(edge_program), compile_spec))
         return inner(edge_program, compile_spec)
 
-    with TOSA_PREPROCESS.scope(recording):
+    with wrapped_preprocess(recording):
         yield
 
 
@@ -358,7 +266,7 @@ def capture_tosa_graphs(sink: list[tuple[bytes, GraphModule]]) -> Iterator[None]
         sink.append((bytes(result.processed_bytes), edge_program.graph_module))
         return result
 
-    with TOSA_PREPROCESS.scope(recording):
+    with wrapped_preprocess(recording):
         yield
 
 
@@ -372,7 +280,7 @@ def capture_tosa_programs(sink: list[ExportedProgram]) -> Iterator[None]:
         sink.append(edge_program)
         return result
 
-    with TOSA_PREPROCESS.scope(recording):
+    with wrapped_preprocess(recording):
         yield
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from lowerkit.arm_passes import _upstream
+from lowerkit.arm_passes._upstream_arm_manager import patched_arm_pass_manager
+from lowerkit.arm_passes._upstream_graph_module_passes import patched_graph_module_pass_manager
 from lowerkit.arm_passes.runner import (
     FastArmPassManager,
     FastGraphModulePassManager,
@@ -16,7 +17,7 @@ from lowerkit.arm_passes.upstream_fixes import SCALAR_OF_A_WEIGHT
 from lowerkit.arm_passes.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
-from lowerkit.pass_infra.accelerations.replay_engine import cached_signature_lookups
+from lowerkit.pass_infra.accelerations.signature_lookups import cached_signature_lookups
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 from lowerkit.pass_infra.framework.pipeline import PipelineReport
 
@@ -34,7 +35,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
     The signature's input-name lookups (``inputs_to_buffers`` & co., which the Arm passes
     and the TOSA serializer read per node) are served from a cache any change of the
-    input specs invalidates (``lowerkit.pass_infra.accelerations.replay_engine.cached_signature_lookups``).
+    input specs invalidates (``lowerkit.pass_infra.accelerations.signature_lookups.cached_signature_lookups``).
 
     Only lowerings run by the thread inside the block are accelerated (other threads get stock
     ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several
@@ -51,7 +52,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
         accelerated_lowering(),
         SCALAR_OF_A_WEIGHT.scope(),
         cached_signature_lookups(),
-        _upstream.patched_arm_pass_manager(manager),
+        patched_arm_pass_manager(manager),
         collect_reports(reports),
     ):
         yield reports
@@ -82,6 +83,6 @@ def accelerated_arm_quantization() -> Iterator[None]:
         "accelerated_arm_quantization",
         accelerated_quantization(),
         SCALAR_OF_A_WEIGHT.scope(),
-        _upstream.patched_graph_module_pass_manager(FastGraphModulePassManager),
+        patched_graph_module_pass_manager(FastGraphModulePassManager),
     ):
         yield

@@ -32,7 +32,7 @@ from lowerkit.arm_passes.devices import (
 )
 from lowerkit.arm_passes.errors import ArmLoweringError
 from lowerkit.arm_passes.transposes import LayoutTransposes, layout_transposes
-from lowerkit.pass_infra.accelerations.deferred_recompile import export_deferring_recompiles
+from lowerkit.pass_infra.accelerations.deferred_export import export_deferring_recompiles
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.accelerations.settled_heap import settled_heap
 from lowerkit.pass_infra.framework.pipeline import PipelineReport

@@ -31,7 +31,7 @@ from lowerkit.arm_passes.targets import (
     targets_of,
 )
 from lowerkit.arm_passes.versions import accelerated_ok
-from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.patching import lowering_lock, suspend_all
 from lowerkit.pass_infra.accelerations.replay_engine import pipeline_running, vouch_graph
 from lowerkit.pass_infra.errors import PassEquivalenceError
 from lowerkit.pass_infra.framework.compare import first_difference
@@ -107,7 +107,8 @@ class _ArmStep:
     instance runs: it fast-copies only untargeted nodes pass-infra vouches for (made by a replay,
     or in the pipeline's input, and unchanged since, inputs' values included), so a node an
     in-place pass edited, or a user of one whose value changed, replays as stock. With `verify`, the upstream
-    instance is first run the stock way on deep copies, and the result must match (node names
+    instance is first run the stock way on deep copies, with every lowerkit patch off for the thread
+    (`suspend_all`), and the result must match (node names
     included) or PassEquivalenceError is raised.
     """
 
@@ -130,13 +131,14 @@ class _ArmStep:
         program = self.program
         reference: GraphModule | None = None
         if self.verify:
-            reference_program = copy.deepcopy(program)
-            reference = _run_on_program(
-                _reference_copy(self.original),
-                reference_program,
-                reference_program.graph_module,
-                self.__name__,
-            ).graph_module
+            with suspend_all():  # stock: no lowerkit patch, whatever scope the caller holds
+                reference_program = copy.deepcopy(program)
+                reference = _run_on_program(
+                    _reference_copy(self.original),
+                    reference_program,
+                    reference_program.graph_module,
+                    self.__name__,
+                ).graph_module
         result = _run_on_program(self.graph_pass, program, graph_module, self.__name__)
         if reference is not None:
             _check_same(self.__name__, reference, result.graph_module)

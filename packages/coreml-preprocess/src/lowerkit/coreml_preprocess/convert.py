@@ -8,7 +8,7 @@ from typing import Any
 
 import coremltools as ct
 
-from lowerkit.coreml_preprocess import _upstream
+from lowerkit.coreml_preprocess import _upstream, _upstream_faster_conversion
 from lowerkit.coreml_preprocess.compression import apply_weight_compression
 from lowerkit.coreml_preprocess.embeddings import optimization_config
 from lowerkit.coreml_preprocess.errors import CoreMLLoweringError
@@ -20,7 +20,7 @@ from lowerkit.coreml_preprocess.versions import accelerated_ok
 logger = logging.getLogger(__name__)
 
 #: Set to 1 to run ``ct.convert`` exactly as coremltools does (validating the MIL program after
-#: every pass, collecting garbage at the end) instead of ``_upstream.faster_conversion``.
+#: every pass, collecting garbage at the end) instead of ``_upstream_faster_conversion.faster_conversion``.
 STOCK_CONVERSION_ENV = "LOWERKIT_COREML_STOCK_CONVERSION"
 
 
@@ -76,7 +76,7 @@ def _convert(
     if os.environ.get(STOCK_CONVERSION_ENV, "") == "1" or not accelerated_ok("faster_conversion"):
         mlmodel = _convert_and_quantize(convert_kwargs, options)
     else:
-        with _upstream.faster_conversion():
+        with _upstream_faster_conversion.faster_conversion():
             mlmodel = _convert_and_quantize(convert_kwargs, options)
     if options.weight_compression is not None:
         mlmodel = apply_weight_compression(mlmodel, edge_program, options.weight_compression)

@@ -33,7 +33,7 @@ from lowerkit.coreml_preprocess.recipes import (
 )
 from lowerkit.coreml_preprocess.shapes import export_with_shapes
 from lowerkit.coreml_preprocess.weights import constexpr_op_counts, decoded_weights
-from lowerkit.pass_infra.accelerations.deferred_recompile import export_deferring_recompiles
+from lowerkit.pass_infra.accelerations.deferred_export import export_deferring_recompiles
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.patching import lowering_lock
 from lowerkit.pass_infra.helpers import graph_ops

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lowerkit.cli import atomic, debug_command, inspect_pte, targets
+from lowerkit.cli import accelerations, atomic, debug_command, inspect_pte, targets
 from lowerkit.cli.backend import Given, is_given
 from lowerkit.cli.backend_flags import backend_flags, parsed, written_files
 from lowerkit.cli.cache import commands as cache_commands
@@ -391,6 +391,7 @@ main.add_command(debug_command.debug_command)
 main.add_command(cache_commands.cache_group)
 main.add_command(fleet_commands.build_command)
 main.add_command(daemon_commands.daemon_group)
+main.add_command(accelerations.accelerations_command)
 
 
 def run_app(argv: list[str] | None = None) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         cheaper_replay,  # scope: every ExportPass replays without the work stock throws away
         vouch_for,  # mark a graph module's nodes as already checked by a replay
     )
-    from lowerkit.pass_infra.accelerations.deferred_recompile import (
+    from lowerkit.pass_infra.accelerations.deferred_export import (
         export_deferring_recompiles,  # torch.export.export's program, less code generated on the way
     )
     from lowerkit.pass_infra.accelerations.fake_cache import (
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         Patch,  # a named, scoped, reference-counted set of third-party attribute replacements
         Replacement,  # one replaced attribute of a Patch
         lowering_lock,  # the process-wide reentrant lock every lowering entry point holds
+        suspend_all,  # every lowerkit patch off for the calling thread, for a block (verify's stock side)
     )
     from lowerkit.pass_infra.accelerations.quantization import (
         accelerated_quantization,  # scope: pt2e prepare / convert faster, the same model

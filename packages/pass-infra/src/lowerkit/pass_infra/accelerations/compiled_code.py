@@ -71,4 +71,4 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()`` and ``accelerated_quantization()``.
-COMPILED_CODE = Patch("lowerkit.pass_infra.compiled_code", _replacements, on_uninstall=[_forget])
+COMPILED_CODE = Patch("lowerkit.pass_infra.accelerations.compiled_code", _replacements, on_uninstall=[_forget])

@@ -14,15 +14,7 @@ gets the classes, graphs and code stock gives. The module handed to the call is 
 a pass may edit it in place and then return a replay, and stock leaves it running the code of
 its last recompile (``prepare_pt2e``'s input module keeps computing the float model); so does
 this.
-
-`export_deferring_recompiles` is ``torch.export.export`` under the same rule: torch's export
-recompiles its traced module after each of its own passes (placeholder naming, the set_grad /
-autocast higher-order-op passes, runtime assertions), ~0.9 s of DeiT-tiny's 5 s re-export. Under
-torch's lazy-graph-module switch those only mark the code stale; the program's graph module is
-built plain, as stock builds it, and nested graph modules made lazily come back plain.
-`DEFERRED_EXPORT` makes a user's own ``torch.export.export`` calls inside ``accelerated_lowering()``
-/ ``accelerated_quantization()`` this export (the attribute: a name bound by
-``from torch.export import export`` before the scope stays torch's).
+`export_deferring_recompiles` (`deferred_export`) applies the same rule to ``torch.export.export``.
 """
 
 from __future__ import annotations
@@ -30,20 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.export import ExportedProgram
 from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_manager import PassManager
 
-from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra._upstream import LazyGraphModule
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
-from lowerkit.pass_infra.accelerations.versions import PROVEN_ON, proven
 
-__all__ = ["DEFERRED_EXPORT", "DEFERRED_RECOMPILE", "export_deferring_recompiles", "plain_graph_module"]
+__all__ = ["DEFERRED_RECOMPILE", "lazily_made_in", "make_plain", "plain_graph_module"]
 
 _STOCK_CALL = PassManager.__call__
-#: torch's export, as imported (inside a `DEFERRED_EXPORT` scope the attribute is this module's).
-_STOCK_EXPORT = torch.export.export
 
 
 def _per_instance(cls: type) -> bool:
@@ -64,11 +51,12 @@ def plain_graph_module(module: GraphModule) -> None:
     module.recompile()
 
 
-def _lazily_made_in(module: Any) -> set[int]:
+def lazily_made_in(module: Any) -> set[int]:
+    """The ids of the graph modules in `module` (itself included) built lazily."""
     return {id(m) for m in module.modules() if _lazily_made(m)} if isinstance(module, torch.nn.Module) else set()
 
 
-def _make_plain(module: GraphModule, lazy_before: set[int]) -> None:
+def make_plain(module: GraphModule, lazy_before: set[int]) -> None:
     """Graph modules in `module` (itself included) built lazily, except those in `lazy_before`, become plain."""
     # Children first: a parent's recompile() recompiles its children too.
     for made in reversed(list(module.modules())):
@@ -76,27 +64,13 @@ def _make_plain(module: GraphModule, lazy_before: set[int]) -> None:
             plain_graph_module(made)
 
 
-def export_deferring_recompiles(*args: Any, **kwargs: Any) -> ExportedProgram:
-    """``torch.export.export``, called as it is called (any of its arguments positional): the same
-    program, without generating the code of the modules export traces and edits on the way
-    (torch's own export on unproven versions)."""
-    if not proven("lowerkit-pass-infra", PROVEN_ON, "export_deferring_recompiles"):
-        return _STOCK_EXPORT(*args, **kwargs)
-    model = args[0] if args else kwargs["mod"]
-    lazy_before = _lazily_made_in(model)
-    with _upstream.lazy_graph_modules():
-        program = _STOCK_EXPORT(*args, **kwargs)
-    _make_plain(program.graph_module, lazy_before)
-    return program
-
-
 def call_with_deferred_recompile(self: PassManager, module: Any) -> Any:
     """``PassManager.__call__``; graph modules the passes made lazily come back plain and compiled."""
-    lazy_before = _lazily_made_in(module)
+    lazy_before = lazily_made_in(module)
     result = _STOCK_CALL(self, module)
     returned = getattr(result, "graph_module", None)
     if isinstance(returned, GraphModule):
-        _make_plain(returned, lazy_before)
+        make_plain(returned, lazy_before)
     return result
 
 
@@ -104,12 +78,4 @@ def call_with_deferred_recompile(self: PassManager, module: Any) -> Any:
 DEFERRED_RECOMPILE = Patch(
     "lowerkit.pass_infra.accelerations.deferred_recompile",
     lambda: [Replacement(PassManager, "__call__", call_with_deferred_recompile)],
-)
-
-
-#: ``torch.export.export`` is `export_deferring_recompiles` (held by ``accelerated_lowering()`` and
-#: ``accelerated_quantization()``, so the exports of a script inside them are faster too).
-DEFERRED_EXPORT = Patch(
-    "lowerkit.pass_infra.accelerations.deferred_export",
-    lambda: [Replacement(torch.export, "export", export_deferring_recompiles)],
 )

@@ -29,8 +29,9 @@ from typing import Any
 import torch
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
-__all__ = ["non_linear_param_search"]
+__all__ = ["HISTOGRAM_SEARCH", "non_linear_param_search"]
 
 _STEP = 1e-5  # upstream's granularity
 
@@ -100,3 +101,15 @@ def non_linear_param_search(observer: Any) -> tuple[torch.Tensor, torch.Tensor]:
     new_min = observer.min_val + bin_width * start_bin
     new_max = observer.min_val + bin_width * (end_bin + 1)
     return new_min, new_max
+
+
+def _replacements() -> list[Replacement]:
+    return [
+        Replacement(
+            _upstream.histogram_observer_class(), _upstream.HISTOGRAM_SEARCH_METHOD, non_linear_param_search
+        )
+    ]
+
+
+#: HistogramObserver's min / max search on Python floats (`histogram_search`).
+HISTOGRAM_SEARCH = Patch("lowerkit.pass_infra.accelerations.histogram_search", _replacements)

@@ -62,7 +62,7 @@ from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.deferred_recompile import plain_graph_module
-from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.lazy_copies import LAZY_COPIES
 
 __all__ = [
     "decompose_locally",
@@ -75,14 +75,6 @@ __all__ = [
 
 _REFUSAL = threading.local()
 
-#: Within its scope ExportedProgram builds lazily compiled graph modules: the copy's graph changes
-#: before anything runs it, so its code is generated once, at the end, not at each construction.
-_LAZY_COPIES = Patch(
-    "lowerkit.pass_infra.accelerations.local_decomposition.lazy_copies",
-    lambda: [
-        Replacement(_upstream.exported_program_module(), _upstream.EXPORT_GRAPH_MODULE, _upstream.lazy_export_graph_module)
-    ],
-)
 #: A name's numbering suffix (``view_12``).
 _NUMBERING = re.compile(r"(_\d+)+$")
 
@@ -173,7 +165,7 @@ def decompose_locally(
             # not named the way a trace names it: re-trace the stock way (numbering aside: a
             # trace's dead-code elimination leaves gaps)
             return _refuse(f"{node.name} is not named as a trace names it ({name})")
-    with _LAZY_COPIES.scope():
+    with LAZY_COPIES.scope():
         # its graph module's code is made once, from the final graph (below)
         result = _upstream.copy_exported_program(program)
     blocker = _weights_as_retraced(result)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
-from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_EXPORT
+from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
 from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP

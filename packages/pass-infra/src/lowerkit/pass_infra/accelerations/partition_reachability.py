@@ -179,4 +179,4 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()``.
-PARTITION_REACHABILITY = Patch("lowerkit.pass_infra.partition_reachability", _replacements)
+PARTITION_REACHABILITY = Patch("lowerkit.pass_infra.accelerations.partition_reachability", _replacements)

@@ -18,6 +18,9 @@ coremltools). It is held through `Patch.scope()`:
   docstring says why it is;
 * **never applied by an import**: nothing is installed until a scope opens.
 
+`suspend_all()` turns every patch off for the calling thread for a block (its open scopes are
+set aside and put back after): verify mode runs its stock reference that way.
+
 ``scope(options)`` pushes `options` on a per-thread stack (`Patch.options`, `Patch.stack`),
 so one installed patch serves nested scopes that ask for different behaviour.
 
@@ -37,14 +40,19 @@ from __future__ import annotations
 
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Patch", "Replacement", "lowering_lock"]
+__all__ = ["Patch", "Replacement", "all_patches", "lowering_lock", "suspend_all"]
 
 _LOWERING_LOCK = threading.RLock()
+
+#: Every Patch made in this process (for `suspend_all`).
+_PATCHES: weakref.WeakSet[Patch] = weakref.WeakSet()
+_PATCHES_LOCK = threading.Lock()
 
 
 def lowering_lock() -> Any:
@@ -105,6 +113,11 @@ class Patch:
         self._count = 0
         self._saved: list[_Saved] = []
         self._local = threading.local()
+        caller = inspect.currentframe()
+        #: The module that made the patch (its `name` should be that module's).
+        self.module: str = caller.f_back.f_globals.get("__name__", "") if caller and caller.f_back else ""
+        with _PATCHES_LOCK:
+            _PATCHES.add(self)
 
     def __repr__(self) -> str:
         return f"Patch({self.name!r}, open scopes={self._count})"
@@ -113,6 +126,16 @@ class Patch:
     def installed(self) -> bool:
         """True while at least one scope (in any thread) is open."""
         return self._count > 0
+
+    def replacements(self) -> tuple[Replacement, ...]:
+        """What a scope installs (built now, not installed): for the table of accelerations."""
+        replacements = self._replacements
+        return tuple(replacements() if callable(replacements) else replacements)
+
+    @property
+    def hooks(self) -> tuple[Callable[[], None], ...]:
+        """The install hooks (what the patch does besides its replacements)."""
+        return self._on_install
 
     def active(self) -> bool:
         """True when the calling thread is inside a scope of this patch."""
@@ -126,6 +149,12 @@ class Patch:
         """The options of the calling thread's innermost open scope (None outside any)."""
         stack = getattr(self._local, "stack", None)
         return stack[-1] if stack else None
+
+    def swap_stack(self, stack: list[Any]) -> list[Any]:
+        """Give the calling thread the scope stack `stack` and return the one it had (`suspend_all`)."""
+        previous = getattr(self._local, "stack", None)
+        self._local.stack = stack
+        return [] if previous is None else previous
 
     @contextmanager
     def scope(self, options: Any = None) -> Iterator[None]:
@@ -159,9 +188,7 @@ class Patch:
                 self._uninstall()
 
     def _install(self) -> None:
-        replacements = self._replacements
-        if callable(replacements):
-            replacements = replacements()
+        replacements = self.replacements()
         try:
             for r in replacements:
                 self._replace(r)
@@ -220,3 +247,31 @@ class Patch:
                 setattr(s.owner, s.name, s.old)
             else:
                 delattr(s.owner, s.name)
+
+
+def all_patches() -> list[Patch]:
+    """Every Patch made in this process so far."""
+    with _PATCHES_LOCK:
+        return list(_PATCHES)
+
+
+@contextmanager
+def suspend_all() -> Iterator[None]:
+    """Within the block the calling thread runs stock: every patch acts as if none of this
+    thread's scopes were open (dispatchers call the original, `Patch.active()` is False).
+
+    The thread's open scopes are set aside and put back on exit; scopes opened inside the
+    block work as usual. Other threads are unaffected. What a patch does process-wide rather
+    than per thread (a ``dispatch=False`` value, an install hook such as ``gc.freeze()``) stays:
+    each is neutral for threads outside a scope by construction (its docstring says why).
+    """
+    patches = all_patches()
+    set_aside: list[tuple[Patch, list[Any]]] = []
+    try:
+        for patch in patches:
+            if patch.active():
+                set_aside.append((patch, patch.swap_stack([])))
+        yield
+    finally:
+        for patch, stack in set_aside:
+            patch.swap_stack(stack)

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.attribute_names import FRESH_ATTRIBUTE_NAMES
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
-from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_EXPORT, DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
+from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
-from lowerkit.pass_infra.accelerations.histogram_search import non_linear_param_search
-from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
+from lowerkit.pass_infra.accelerations.histogram_search import HISTOGRAM_SEARCH
 from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 
@@ -20,18 +19,6 @@ __all__ = ["QUANTIZATION_PROVEN_ON", "accelerated_quantization"]
 
 #: The versions the quantization path was proven on (torchao's observer is what it replaces).
 QUANTIZATION_PROVEN_ON = {"torch": "2.13.0", "torchao": "0.18.0"}
-
-
-def _replacements() -> list[Replacement]:
-    return [
-        Replacement(
-            _upstream.histogram_observer_class(), _upstream.HISTOGRAM_SEARCH_METHOD, non_linear_param_search
-        )
-    ]
-
-
-#: HistogramObserver's min / max search on Python floats (`histogram_search`).
-HISTOGRAM_SEARCH = Patch("lowerkit.pass_infra.accelerations.histogram_search", _replacements)
 
 
 @contextmanager

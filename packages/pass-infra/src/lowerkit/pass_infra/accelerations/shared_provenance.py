@@ -25,4 +25,4 @@ def _replacements() -> list[Replacement]:
 
 
 #: Held by ``accelerated_lowering()``.
-SHARED_PROVENANCE = Patch("lowerkit.pass_infra.shared_provenance", _replacements)
+SHARED_PROVENANCE = Patch("lowerkit.pass_infra.accelerations.shared_provenance", _replacements)

@@ -35,13 +35,9 @@ import torch
 from torch.fx import GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations.cheaper_replay import same_fake_metadata
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
-from lowerkit.pass_infra.accelerations.replay_engine import (
-    is_vouched,
-    is_vouched_copy,
-    same_fake_metadata,
-    vouch_copy,
-)
+from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy, vouch_copy
 
 __all__ = ["VERIFIED_GRAPHS", "graph_key", "passes_on_recorded_values"]
 

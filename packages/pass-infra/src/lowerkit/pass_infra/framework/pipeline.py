@@ -17,7 +17,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.fake_cache import EXECUTORCH_NAMESPACES, faketensor_cache
-from lowerkit.pass_infra.accelerations.patching import lowering_lock
+from lowerkit.pass_infra.accelerations.patching import lowering_lock, suspend_all
 from lowerkit.pass_infra.accelerations.replay_engine import pipeline_running, vouch_graph
 from lowerkit.pass_infra.errors import PassEquivalenceError, PassInfraError
 from lowerkit.pass_infra.framework.compare import first_difference
@@ -217,7 +217,8 @@ class PassPipeline:
         before, fingerprint = state
         reference: tuple[Any, GraphModule] | None = None
         if self.verify:
-            reference = (reference_copy(pass_), copy.deepcopy(gm))
+            with suspend_all():  # stock: no lowerkit patch, whatever scope the caller holds
+                reference = (reference_copy(pass_), copy.deepcopy(gm))
         start = time.perf_counter()
         with self.scope() if self.verify else _nothing():
             call, works = _wants_run(pass_, gm)
@@ -227,7 +228,8 @@ class PassPipeline:
         after = state if not call else (count_nodes(new_gm), _fingerprint(new_gm))
         if reference is not None:
             ref_pass, ref_gm = reference
-            ref_out = _result_graph(ref_pass(ref_gm), ref_gm)
+            with suspend_all():
+                ref_out = _result_graph(ref_pass(ref_gm), ref_gm)
             diff = first_difference(ref_out, new_gm)
             if diff is not None:
                 raise PassEquivalenceError(name, diff.node, diff.detail)
