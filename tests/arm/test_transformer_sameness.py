@@ -77,11 +77,7 @@ def _lower(accelerated: bool) -> tuple[Lowered, list[Any], list[Any]]:
     """(the lowering, whole re-traces, pipeline reports) of the public-API TOSA INT flow
     (`bench.realworld_flows.arm_public_api`), stock or inside lowerkit's drop-in scopes."""
     from lowerkit.arm_passes import accelerated_arm_pipeline
-    from lowerkit.pass_infra import (
-        accelerated_quantization,
-        decomposition_fallbacks,
-        delegate_payloads,
-    )
+    from lowerkit.pass_infra import accelerated_quantization, decomposition_fallbacks
     from lowerkit.pass_infra.accelerations.signature_lookups import SIGNATURE_LOOKUPS
 
     fallbacks: list[Any] = []

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from bench.llm_flows import dotlist, model_files, overrides
+from llm_export.runtime_greedy import greedy_with_the_runtime
 from lowerkit.cli.app import main
 
 MODEL = "llama_ci"
@@ -27,23 +28,6 @@ NEW_TOKENS = 16
 def _portable_program(output: Path) -> None:
     values = {k: v for k, v in overrides(MODEL, "coreml-fp16", output).items() if not k.startswith("backend.")}
     main(args=["llm", *dotlist(values), "-q", "--no-cache"], standalone_mode=False)
-
-
-def _greedy_with_the_runtime(pte: bytes) -> tuple[list[int], dict[str, object]]:
-    from executorch.runtime import Runtime
-
-    program = Runtime.get().load_program(pte)
-    forward = program.load_method("forward")
-    logits = None
-    for position, token in enumerate(PROMPT):
-        logits = forward.execute([torch.tensor([[token]]), torch.tensor([position])])[0]
-    generated: list[int] = []
-    for position in range(len(PROMPT), len(PROMPT) + NEW_TOKENS):
-        assert logits is not None
-        generated.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
-        logits = forward.execute([torch.tensor([[generated[-1]]]), torch.tensor([position])])[0]
-    metadata = {name: program.load_method(name).execute([])[0] for name in program.method_names if name != "forward"}
-    return generated, metadata
 
 
 def _greedy_eager() -> list[int]:
@@ -64,7 +48,7 @@ def _greedy_eager() -> list[int]:
 def test_the_llm_program_generates_what_the_eager_model_generates(tmp_path: Path) -> None:
     output = tmp_path / "model.pte"
     _portable_program(output)
-    generated, metadata = _greedy_with_the_runtime(output.read_bytes())
+    generated, metadata = greedy_with_the_runtime(output.read_bytes(), PROMPT, NEW_TOKENS)
     assert generated == _greedy_eager()
     assert len(set(generated)) > 1  # not a degenerate repetition
     params = json.loads(model_files(MODEL)[0].read_text())

@@ -2,7 +2,7 @@
 converters' guard, and which targets ExecuTorch's LLM export builds.
 
 The export itself (generation against transformers, sameness with stock export_llm per target) is
-tests/llm_export/test_hf_text_generation.py.
+tests/llm_hf/test_hf_text_generation.py.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from bench.realworld_flows import Lowered
+from llm_export.runtime_greedy import greedy_with_the_runtime
 from lowerkit.cli import llm
 from lowerkit.cli.app import main
 from lowerkit.cli.cache.cached import CacheSettings
@@ -94,23 +95,6 @@ def _portable_program(folder: Path, output: Path) -> None:
     llm.export(llm.llm_config(None, llm.dotlist(values)), cache=CacheSettings(enabled=False), steps=Steps.for_terminal(quiet=True))
 
 
-def _greedy_with_the_runtime(pte: bytes) -> tuple[list[int], dict[str, object]]:
-    from executorch.runtime import Runtime
-
-    program = Runtime.get().load_program(pte)
-    forward = program.load_method("forward")
-    logits = None
-    for position, token in enumerate(PROMPT):
-        logits = forward.execute([torch.tensor([[token]]), torch.tensor([position])])[0]
-    generated: list[int] = []
-    for position in range(len(PROMPT), len(PROMPT) + NEW_TOKENS):
-        assert logits is not None
-        generated.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
-        logits = forward.execute([torch.tensor([[generated[-1]]]), torch.tensor([position])])[0]
-    metadata = {name: program.load_method(name).execute([])[0] for name in program.method_names if name != "forward"}
-    return generated, metadata
-
-
 def _greedy_with_transformers(folder: Path) -> list[int]:
     import transformers
 
@@ -124,7 +108,7 @@ def _greedy_with_transformers(folder: Path) -> list[int]:
 def test_the_program_generates_what_transformers_generates(family: str, folders: dict[str, Path], tmp_path: Path) -> None:
     output = tmp_path / "model.pte"
     _portable_program(folders[family], output)
-    generated, metadata = _greedy_with_the_runtime(output.read_bytes())
+    generated, metadata = greedy_with_the_runtime(output.read_bytes(), PROMPT, NEW_TOKENS)
     assert generated == _greedy_with_transformers(folders[family])
     assert len(set(generated)) > 4  # not a degenerate repetition
     assert metadata["use_kv_cache"] is True and metadata["get_max_seq_len"] == MAX_SEQ_LEN
