@@ -158,3 +158,25 @@ def test_a_command_line_runs_under_one_hash_seed() -> None:
     before, after, *rest = done.stdout.splitlines()
     assert after == seeded.stdout.strip() != before  # the second start ran under seed 0
     assert any(line.startswith("Usage: lowerkit") for line in rest)
+
+
+def test_an_llm_export_served_by_the_cache_imports_no_torch(tmp_path, monkeypatch):
+    """`lowerkit llm` reads LlmConfig without the torch ExecuTorch's package imports; a hit then
+    writes the stored files, and the key is the one ExecuTorch's own LlmConfig gives."""
+    from lowerkit.cli import llm
+    from lowerkit.cli.cache.cached import CacheSettings, store
+    from lowerkit.cli.cache.entry import Entry
+    from lowerkit.cli.cache.store import LocalStore
+
+    monkeypatch.setenv("LOWERKIT_CACHE_DIR", str(tmp_path / "cache"))
+    pte = tmp_path / "out" / "model.pte"
+    overrides = ["backend.tosa.enabled=true", "quantization.pt2e_quantize=tosa_8a8w", f"export.output_name={pte}"]
+    light, real = llm.llm_config(None, overrides, light=True), llm.llm_config(None, overrides)
+    assert type(light).__module__ != type(real).__module__  # the check must compare two classes
+    assert llm.cache_key(light) == llm.cache_key(real)
+    store(Entry(key=llm.cache_key(real), summary={"pte": "model.pte"}, blobs={llm.PTE: b"stored program"}),
+          CacheSettings(local=LocalStore(tmp_path / "cache")))  # fmt: skip
+    out, modules = run_cli(tmp_path, "llm", *overrides)
+    assert "(cache hit)" in out
+    assert pte.read_bytes() == b"stored program"
+    assert loaded(modules, ("torch", "torchao", "executorch.extension.llm.export", "executorch.examples")) == []

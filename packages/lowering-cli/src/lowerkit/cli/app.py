@@ -249,7 +249,7 @@ def llm_command(
     cache = cache_commands.settings(
         no_cache=no_cache, cache_remote=cache_remote, cache_remote_read_only=cache_remote_read_only
     )
-    config = llm.llm_config(config_file, overrides)
+    config = llm.llm_config(config_file, overrides, light=True)
     done = llm.export(config, cache=cache, steps=Steps.for_terminal(quiet=quiet))
     for warning in done.warnings:
         click.echo(f"warning: {warning}", err=True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowerkit.cli._upstream import llm_config_module
 from lowerkit.cli.cache.cached import CacheSettings
 from lowerkit.cli.cache.digests import file_digest
 from lowerkit.cli.errors import LoweringError, UsageError
@@ -67,17 +68,21 @@ def dotlist(values: dict[str, Any]) -> list[str]:
     return [f"{key}={text(value)}" for key, value in values.items()]
 
 
-def llm_config(config_file: Path | None, overrides: Sequence[str]) -> Any:
-    """The ``LlmConfig`` ``export_llm`` builds from `config_file` and `overrides`; a UsageError naming a bad one."""
-    from executorch.extension.llm.export.config.llm_config import LlmConfig
+def llm_config(config_file: Path | None, overrides: Sequence[str], *, light: bool = False) -> Any:
+    """The ``LlmConfig`` ``export_llm`` builds from `config_file` and `overrides`; a UsageError naming a bad one.
+
+    `light`: of the ``LlmConfig`` class loaded without torch (`_upstream.llm_config_module`), so a
+    cache hit imports no torch; `export` takes either.
+    """
     from omegaconf import OmegaConf  # pants: no-infer-dep (ExecuTorch's own dependency)
     from omegaconf.errors import OmegaConfBaseException  # pants: no-infer-dep
 
     for override in overrides:
         if "=" not in override or override.startswith(("+", "~")):
             raise UsageError(f"'{override}' is not a key=value override of LlmConfig (e.g. backend.coreml.enabled=true)")
+    config_class = llm_config_module().LlmConfig if light else _executorch_config_class()
     try:
-        layers = [OmegaConf.structured(LlmConfig)]
+        layers = [OmegaConf.structured(config_class)]
         if config_file is not None:
             layers.append(OmegaConf.load(config_file))
         layers.append(OmegaConf.from_dotlist(list(overrides)))
@@ -150,12 +155,31 @@ def _scopes(config: Any) -> Iterator[None]:
         yield
 
 
+def _executorch_config_class() -> Any:
+    from executorch.extension.llm.export.config.llm_config import LlmConfig
+
+    return LlmConfig
+
+
+def _executorch_config(config: Any) -> Any:
+    """`config` as ExecuTorch's own ``LlmConfig`` (the one ``export_llama`` takes), the same values."""
+    from omegaconf import OmegaConf  # pants: no-infer-dep
+
+    config_class = _executorch_config_class()
+    if isinstance(config, config_class):
+        return config
+    values = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(config_class), values))
+
+
 def _run(config: Any, folder: Path) -> tuple[str, dict[str, bytes]]:
     """``export_llama`` writing into `folder`: the .pte's name, and every file it wrote there by
     relative name (the .pte as `PTE`)."""
     import dataclasses
 
     from executorch.examples.models.llama.export_llama_lib import export_llama
+
+    config = _executorch_config(config)
 
     name = config.export.output_name
     if name and name.endswith(".pte"):

@@ -45,7 +45,7 @@ def lower(
         prepared = hf_llm.prepare(Path(model.removeprefix("hf:")), keep=cache.enabled)
     try:
         values = hf_llm.llm_values(prepared, backend, max_seq_len=max_seq_len, output=output)
-        config = llm.llm_config(None, [*llm.dotlist(values), *overrides])
+        config = llm.llm_config(None, [*llm.dotlist(values), *overrides], light=True)
         return llm.export(config, cache=cache, steps=steps)
     finally:
         if not cache.enabled:
