@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
-from bench.llm_flows import dotlist, model_files, overrides
+from bench.llm_flows import model_files, overrides
 from llm_export.runtime_greedy import greedy_with_the_runtime
 from lowerkit.cli.app import main
+from lowerkit.cli.llm import dotlist
 
 MODEL = "llama_ci"
 PROMPT = [1, 7, 42, 99]

@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from bench import llm as llm_benchmark  # its worker runs stock (imported: the sandbox holds it)
-from bench.llm_flows import COREML_TARGETS, dotlist, export, overrides
+from bench.llm_flows import COREML_TARGETS, export, overrides
 from bench.realworld_flows import Lowered
 from lowerkit.cli.app import main
+from lowerkit.cli.llm import dotlist
 from lowerkit.pass_infra import decomposition_fallbacks
 
 MODEL = "llama_ci"

@@ -29,8 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.realworld_flows import Lowered, _Clock
+from lowerkit.cli import targets
+from lowerkit.cli.llm import dotlist
+from lowerkit.cli.llm import llm_config as parsed
 
-__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "dotlist", "export", "model_files"]
+__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "export", "model_files"]
 
 SIDES = ("stock", "dropin")
 MAX_SEQ_LEN = 64
@@ -52,23 +55,22 @@ MODELS: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 
-_ARM = {"quantization.pt2e_quantize": "tosa_8a8w"}
-_COREML = {"backend.coreml.enabled": True, "backend.coreml.ios": 18}
-#: ``LlmConfig`` overrides per target, as ``export_llm`` takes them (``key=value``).
+def _cli(name: str, **extra: Any) -> dict[str, Any]:
+    """What ``lowerkit lower --task text-generation -t NAME`` sets (its backend's declaration), and `extra`."""
+    target = targets.get(name)
+    declared = targets.backend_of(target).llm_overrides(target)
+    assert declared is not None, name
+    return {**declared, **extra}
+
+
+#: ``LlmConfig`` overrides per target, as ``export_llm`` takes them (``key=value``): the CLI's own.
 TARGETS: dict[str, dict[str, Any]] = {
-    "tosa-int": {"backend.tosa.enabled": True, **_ARM},
-    "tosa-fp": {"backend.tosa.enabled": True, "backend.tosa.version": "TOSA-1.0+FP"},
-    "ethos-u55-128": {"backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u55-128",
-                      "quantization.pt2e_quantize": "ethosu_8a8w"},
-    "ethos-u85-256": {"backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u85-256",
-                      "quantization.pt2e_quantize": "ethosu_8a8w"},
-    "ethos-u85-256-16a8w": {"backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u85-256",
-                            "quantization.pt2e_quantize": "ethosu_16a8w"},
-    "vgf-int": {"backend.vgf.enabled": True, "quantization.pt2e_quantize": "vgf_8a8w"},
-    "coreml-fp16": _COREML,
-    "coreml-c4w": {**_COREML, "backend.coreml.quantize": "c4w"},
-    "coreml-8a-c8w": {**_COREML, "quantization.pt2e_quantize": "coreml_8a_c8w"},
-}  # fmt: skip
+    **{name: _cli(name) for name in ("tosa-int", "tosa-fp", "ethos-u55-128", "ethos-u85-256", "vgf-int")},
+    "ethos-u85-256-16a8w": _cli("ethos-u85-256", **{"quantization.pt2e_quantize": "ethosu_16a8w"}),
+    "coreml-fp16": _cli("coreml"),
+    "coreml-c4w": _cli("coreml", **{"backend.coreml.quantize": "c4w"}),
+    "coreml-8a-c8w": _cli("coreml-int8"),
+}
 COREML_TARGETS = tuple(t for t in TARGETS if t.startswith("coreml"))
 
 
@@ -117,15 +119,8 @@ def overrides(name: str, target: str, output: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def dotlist(values: dict[str, Any]) -> list[str]:
-    """The dotted `values` as ``export_llm``'s ``key=value`` arguments."""
-    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()]
-
-
 def llm_config(values: dict[str, Any]) -> Any:
     """The ``LlmConfig`` ``export_llm`` (and ``lowerkit llm``) builds from the dotted `values`."""
-    from lowerkit.cli.llm import llm_config as parsed
-
     return parsed(None, dotlist(values))
 
 
