@@ -12,8 +12,12 @@ per family lowerkit builds (`hf_llm.FAMILIES`):
 * **Sameness**, on a one-layer Qwen 3 folder (the family whose ExecuTorch converter imports without
   torchtune): stock is what a user runs, in its own process: ExecuTorch's ``convert_weights`` and
   ``python -m executorch.extension.llm.export.export_llm`` with the settings written out here per
-  target (independently of lowerkit's target table); lowerkit is ``lowerkit lower``. The same
-  ``.pte`` bytes (Arm) or canonical Core ML payload (Core ML).
+  target (`STOCK_SETTINGS`, independently of lowerkit's target table); lowerkit is ``lowerkit
+  lower``. The same ``.pte`` bytes (Arm) or canonical Core ML payload (Core ML). Each case costs
+  about a minute of one core, so CI runs one per backend path (`LIVE`: Core ML c4w, which is the
+  fp16 path plus weight quantization, and pt2e 8a8w; TOSA INT; Ethos-U; VGF INT);
+  ``LOWERKIT_LLM_ALL_TARGETS=1`` adds the other five (Core ML fp16 and b4w, TOSA FP, Ethos-U55, VGF
+  FP), which differ only in the settings `test_lowerkit_sets_what_a_user_sets` checks for every target.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ STOCK_SETTINGS: dict[str, tuple[list[str], list[str]]] = {
     "vgf-int": (["backend.vgf.enabled=true", "quantization.pt2e_quantize=vgf_8a8w"], []),
     "vgf-fp": (["backend.vgf.enabled=true", "backend.vgf.compile_spec=TOSA-1.0+FP"], []),
 }  # fmt: skip
+#: The targets CI exports live, stock and lowerkit (see the module docstring).
+LIVE = ("coreml-c4w", "coreml-int8", "tosa-int", "ethos-u85-256", "vgf-int")
+EXPORTED = tuple(STOCK_SETTINGS) if os.environ.get("LOWERKIT_LLM_ALL_TARGETS") == "1" else LIVE
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +154,19 @@ def _lowered(pte: bytes, target: str) -> Lowered:
 
 
 @pytest.mark.parametrize("target", STOCK_SETTINGS)
+def test_lowerkit_sets_what_a_user_sets(target: str) -> None:
+    """For every target, the export_llm settings lowerkit's backend declares (and --llm-override adds)
+    are those a user passes to stock."""
+    from lowerkit.cli import targets
+
+    cli_target = targets.get("coreml" if target == "coreml-c4w" else target)
+    declared = targets.backend_of(cli_target).llm_overrides(cli_target)
+    assert declared is not None
+    user, extra = STOCK_SETTINGS[target]
+    assert sorted([*llm.dotlist(declared), *extra]) == sorted(user)
+
+
+@pytest.mark.parametrize("target", EXPORTED)
 def test_lowerkit_lower_gives_stock_export_llms_program(target: str, folders: dict[str, Path], tmp_path: Path) -> None:
     stock = _lowered(_stock(folders[SAMENESS], target, tmp_path), target)
     output = tmp_path / "lowerkit.pte"
