@@ -63,13 +63,12 @@ FAMILIES: dict[str, Family] = {
 
 @dataclass(frozen=True)
 class Prepared:
-    """A folder ready for ``export_llama``: Meta's checkpoint, its params.json, and notes for the user."""
+    """A folder ready for ``export_llama``: Meta's checkpoint, its params.json, its family and config.json."""
 
     checkpoint: Path
     params: Path
     family: Family
     config: dict[str, Any]
-    notes: tuple[str, ...] = ()
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
