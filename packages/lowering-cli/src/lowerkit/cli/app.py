@@ -30,6 +30,7 @@ from lowerkit.pass_infra.helpers.files import write_bytes_atomically
 from lowerkit.zoo import catalogue
 
 if TYPE_CHECKING:
+    from lowerkit.cli import llm
     from lowerkit.cli.cache.cached import CacheSettings
     from lowerkit.cli.result import Lowered
 
@@ -193,22 +194,32 @@ def lower_command(
 def _lower_text_generation(
     model: str, target: Target, output: Path, max_seq_len: int, overrides: tuple[str, ...], *, quiet: bool, as_json: bool, cache: CacheSettings
 ) -> None:
-    from lowerkit.cli import llm, text_generation
+    from lowerkit.cli import text_generation
     from lowerkit.cli.progress import Steps
 
     atomic.check_writable(output)
     done = text_generation.lower(
         model, target, output, max_seq_len=max_seq_len, overrides=overrides, cache=cache, steps=Steps.for_terminal(quiet=quiet)
     )
+    if not as_json:
+        _echo_llm_export(done, f" for {target.name}")
+        return
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    summary = {"model": model, "target": target.name, "task": LLM_TASK, "output": str(done.pte),
+               "bytes": done.pte.stat().st_size, "seconds": round(done.seconds, 3), "cache": done.cache,
+               "files": [str(p) for p in done.files]}  # fmt: skip
+    click.echo(json.dumps(summary, indent=2))
+
+
+def _echo_llm_export(done: llm.LlmExport, what: str = "") -> None:
+    """What an LLM export wrote (its warnings on stderr), a line a file."""
+    from lowerkit.cli import llm
+
     for warning in done.warnings:
         click.echo(f"warning: {warning}", err=True)
     size = done.pte.stat().st_size
-    if as_json:
-        summary = {"model": model, "target": target.name, "task": LLM_TASK, "output": str(done.pte), "bytes": size,
-                   "seconds": round(done.seconds, 3), "cache": done.cache, "files": [str(p) for p in done.files]}  # fmt: skip
-        click.echo(json.dumps(summary, indent=2))
-        return
-    click.echo(f"wrote {llm.relative(done.pte)} ({size:,} bytes) for {target.name} in {done.seconds:.1f} s (cache {done.cache})")
+    click.echo(f"wrote {llm.relative(done.pte)} ({size:,} bytes){what} in {done.seconds:.1f} s (cache {done.cache})")
     for path in done.files:
         click.echo(f"wrote {llm.relative(path)}")
 
@@ -250,13 +261,7 @@ def llm_command(
         no_cache=no_cache, cache_remote=cache_remote, cache_remote_read_only=cache_remote_read_only
     )
     config = llm.llm_config(config_file, overrides, light=True)
-    done = llm.export(config, cache=cache, steps=Steps.for_terminal(quiet=quiet))
-    for warning in done.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    size = done.pte.stat().st_size
-    click.echo(f"wrote {llm.relative(done.pte)} ({size:,} bytes) in {done.seconds:.1f} s (cache {done.cache})")
-    for path in done.files:
-        click.echo(f"wrote {llm.relative(path)}")
+    _echo_llm_export(llm.export(config, cache=cache, steps=Steps.for_terminal(quiet=quiet)))
 
 
 @main.command("inspect")
