@@ -153,8 +153,8 @@ def _metadata(config: dict[str, Any]) -> str | None:
     return json.dumps(found, sort_keys=True) if found else None
 
 
-def _convert(folder: Path, config: dict[str, Any], family: Family, into: Path) -> None:
-    """Meta's checkpoint (``checkpoint.pth``) and ``params.json`` of `folder`, written into `into`."""
+def _convert(folder: Path, config: dict[str, Any], family: Family, params: dict[str, Any], into: Path) -> None:
+    """Meta's checkpoint (``checkpoint.pth``) of `folder` and its `params` (``params.json``), written into `into`."""
     import torch
     from executorch.examples.models.qwen3.convert_weights import load_checkpoint_from_safetensors
 
@@ -170,7 +170,7 @@ def _convert(folder: Path, config: dict[str, Any], family: Family, into: Path) -
     if "output.weight" not in meta and config.get("tie_word_embeddings"):
         meta["output.weight"] = meta["tok_embeddings.weight"]  # as ExecuTorch's Qwen converters tie them
     torch.save(meta, into / "checkpoint.pth")
-    (into / "params.json").write_text(json.dumps(params_of(config, folder), indent=1, sort_keys=True) + "\n")
+    (into / "params.json").write_text(json.dumps(params, indent=1, sort_keys=True) + "\n")
 
 
 def _folder_digest(folder: Path, family: Family) -> str:
@@ -192,7 +192,7 @@ def prepare(folder: Path, *, keep: bool) -> Prepared:
     """Convert `folder` (see the module docstring); `keep`: in lowerkit's cache folder, once per content."""
     config = _read_config(folder)
     family = family_of(config, folder)
-    params_of(config, folder)  # its errors before any conversion
+    params = params_of(config, folder)  # its errors before any conversion
     if keep:
         from lowerkit.cli.cache.store import default_directory
 
@@ -201,7 +201,7 @@ def prepare(folder: Path, *, keep: bool) -> Prepared:
             converted.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=converted.parent))
             try:
-                _convert(folder, config, family, staging)
+                _convert(folder, config, family, params, staging)
                 staging.rename(converted)
             except OSError:  # another process converted it meanwhile
                 if not (converted / "checkpoint.pth").is_file():
@@ -210,7 +210,7 @@ def prepare(folder: Path, *, keep: bool) -> Prepared:
                 shutil.rmtree(staging, ignore_errors=True)
     else:
         converted = Path(tempfile.mkdtemp(prefix="lowerkit-hf-llm-"))
-        _convert(folder, config, family, converted)
+        _convert(folder, config, family, params, converted)
     return Prepared(converted / "checkpoint.pth", converted / "params.json", family, config)
 
 
