@@ -366,7 +366,9 @@ def lower(side: str, module: torch.nn.Module, inputs: tuple[Any, ...], target: s
 # --- Imports before the clock ---------------------------------------------------------------------------
 
 
-#: What the stock flows import, per backend (their lowerkit sides import these too).
+#: What the stock flows import, per backend. Lowerkit's Arm sides import these too; its Core ML sides
+#: import only `_SHARED_COREML_MODULES` of them: ExecuTorch's Core ML backend cannot share a process
+#: with lowerkit's (``lowerkit.coreml_preprocess.conflict``).
 _STOCK_MODULES = {
     "arm": (
         "executorch.backends.arm.ethosu.partitioner", "executorch.backends.arm.quantizer",
@@ -377,6 +379,7 @@ _STOCK_MODULES = {
         "executorch.backends.apple.coreml.quantizer",
     ),
 }  # fmt: skip
+_SHARED_COREML_MODULES = ("coremltools", "executorch.backends.apple.coreml.quantizer")
 #: The lowerkit packages each backend's lowerkit sides run (coreml-quantizer's config serves both sides).
 _LOWERKIT_PACKAGES = {
     "arm": ("lowerkit.pass_infra", "lowerkit.arm_passes"),
@@ -394,7 +397,8 @@ def preimport(side: str, coreml: bool, *also: str) -> None:
     share a process with ExecuTorch's). Importing a lowerkit module never applies a patch.
     """
     backend = "coreml" if coreml else "arm"
-    modules = ["executorch.exir", "torchao.quantization.pt2e.quantize_pt2e", *_STOCK_MODULES[backend], *also]
+    stock_modules = _SHARED_COREML_MODULES if coreml and side != "stock" else _STOCK_MODULES[backend]
+    modules = ["executorch.exir", "torchao.quantization.pt2e.quantize_pt2e", *stock_modules, *also]
     packages = _LOWERKIT_PACKAGES[backend] if side != "stock" else ("lowerkit.coreml_quantizer",) if coreml else ()
     for package in packages:
         path = importlib.import_module(package).__path__

@@ -109,3 +109,24 @@ def test_generated_value_names_do_not_count_in_the_canonical_spec():
     assert one == other
     assert names == {"transpose_0": "%0", "transpose_1": "%1"}
     assert _canonical_spec(_program("transpose_0", "transpose_1", "sigmoid"))[0] != one
+
+
+_PREIMPORT_THEN_CHECK = """
+import sys
+from bench.realworld_flows import preimport
+preimport(sys.argv[1], True)
+from lowerkit.coreml_preprocess import conflict
+from lowerkit.coreml_preprocess.backend import CoreMLBackend
+conflict.ensure_sole_backend(CoreMLBackend)
+"""
+
+
+def test_a_lowerkit_core_ml_side_preimports_no_executorch_core_ml_backend():
+    """A lowerkit Core ML side that imported ExecuTorch's backend could not lower at all (one per process)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _PREIMPORT_THEN_CHECK, "dropin"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
