@@ -167,7 +167,9 @@ def test_lowerkit_sets_what_a_user_sets(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", EXPORTED)
-def test_lowerkit_lower_gives_stock_export_llms_program(target: str, folders: dict[str, Path], tmp_path: Path) -> None:
+def test_lowerkit_lower_gives_stock_export_llms_program(
+    target: str, folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stock = _lowered(_stock(folders[SAMENESS], target, tmp_path), target)
     output = tmp_path / "lowerkit.pte"
     cli_target = "coreml" if target == "coreml-c4w" else target
@@ -178,6 +180,8 @@ def test_lowerkit_lower_gives_stock_export_llms_program(target: str, folders: di
         standalone_mode=False,
     )  # fmt: skip
     fast = _lowered(output.read_bytes(), target)
+    # save_pretrained writes no tokenizer: the program builds, and the user is told the runner needs one.
+    assert f"{folders[SAMENESS]} has no tokenizer.json or tokenizer.model" in capsys.readouterr().err
     assert stock.payloads and fast.payloads
     if target.startswith("coreml"):
         assert fast.payload_digests() == stock.payload_digests()

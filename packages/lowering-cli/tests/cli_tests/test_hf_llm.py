@@ -102,3 +102,11 @@ def test_targets_of_the_llm_export_are_each_backends_declaration() -> None:
     assert targets.backend_of(u55).llm_overrides(u55) == {
         "backend.ethosu.enabled": True, "backend.ethosu.target": "ethos-u55-128", "quantization.pt2e_quantize": "ethosu_8a8w"
     }  # fmt: skip
+
+
+def test_the_runners_tokenizer_is_the_folders_tokenizer_json_else_its_tokenizer_model(tmp_path: Path) -> None:
+    assert hf_llm.tokenizer_of(tmp_path) is None
+    (tmp_path / "tokenizer.model").write_bytes(b"sentencepiece")
+    assert hf_llm.tokenizer_of(tmp_path) == tmp_path / "tokenizer.model"
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert hf_llm.tokenizer_of(tmp_path) == tmp_path / "tokenizer.json"

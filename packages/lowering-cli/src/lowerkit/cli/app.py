@@ -208,7 +208,7 @@ def _lower_text_generation(
         click.echo(f"warning: {warning}", err=True)
     summary = {"model": model, "target": target.name, "task": LLM_TASK, "output": str(done.pte),
                "bytes": done.pte.stat().st_size, "seconds": round(done.seconds, 3), "cache": done.cache,
-               "files": [str(p) for p in done.files]}  # fmt: skip
+               "files": [str(p) for p in done.files], "tokenizer": str(done.tokenizer) if done.tokenizer else None}  # fmt: skip
     click.echo(json.dumps(summary, indent=2))
 
 
@@ -222,6 +222,8 @@ def _echo_llm_export(done: llm.LlmExport, what: str = "") -> None:
     click.echo(f"wrote {llm.relative(done.pte)} ({size:,} bytes){what} in {done.seconds:.1f} s (cache {done.cache})")
     for path in done.files:
         click.echo(f"wrote {llm.relative(path)}")
+    if done.tokenizer is not None:
+        click.echo(f"tokenizer for ExecuTorch's LLM runner (--tokenizer_path): {llm.relative(done.tokenizer)}")
 
 
 def _verification_line(check: dict[str, Any]) -> str:

@@ -55,6 +55,8 @@ class LlmExport:
     seconds: float = 0.0
     cache: str = "off"
     warnings: list[str] = field(default_factory=list)
+    #: The tokenizer ExecuTorch's LLM runner takes with this program (``--tokenizer_path``), if known.
+    tokenizer: Path | None = None
 
 
 def dotlist(values: dict[str, Any]) -> list[str]:
@@ -238,7 +240,8 @@ def export(config: Any, *, cache: CacheSettings, steps: Steps) -> LlmExport:
             state = "miss"
             warnings += cached.store(Entry(key=key, summary={"pte": pte_name}, blobs=files), cache)
     pte, others = _write(pte_name, files, config)
-    return LlmExport(pte, others, time.perf_counter() - start, state, warnings)
+    tokenizer = Path(config.base.tokenizer_path) if config.base.tokenizer_path else None
+    return LlmExport(pte, others, time.perf_counter() - start, state, warnings, tokenizer)
 
 
 def relative(path: Path) -> str:

@@ -4,10 +4,13 @@ The folder is converted (`sources.hf_llm.prepare`), the target's backend says ho
 export builds that target (`Backend.llm_overrides`), ``--llm-override KEY=VALUE`` refines it with
 ``export_llm``'s own keys (e.g. ``backend.coreml.quantize=c4w``), and `llm.export` runs
 ``export_llama`` inside lowerkit's scopes, through the lowering cache, writing the ``.pte`` atomically.
+The folder's tokenizer (`hf_llm.tokenizer_of`) is named beside it, for the runner; a folder
+without one gets a warning (the program builds, but nothing can generate text from it yet).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,12 +44,19 @@ def lower(
             f"ExecuTorch's LLM export has no target like {target.name}; with --task {hf_llm.TASK} use one of: "
             f"{', '.join(supported_targets())} (export_llm's other settings: --llm-override KEY=VALUE)"
         )
+    folder = Path(model.removeprefix("hf:"))
     with steps.step("convert the weights"):
-        prepared = hf_llm.prepare(Path(model.removeprefix("hf:")), keep=cache.enabled)
+        prepared = hf_llm.prepare(folder, keep=cache.enabled)
     try:
         values = hf_llm.llm_values(prepared, backend, max_seq_len=max_seq_len, output=output)
         config = llm.llm_config(None, [*llm.dotlist(values), *overrides], light=True)
-        return llm.export(config, cache=cache, steps=steps)
+        done = llm.export(config, cache=cache, steps=steps)
     finally:
         if not cache.enabled:
             shutil.rmtree(prepared.checkpoint.parent, ignore_errors=True)
+    tokenizer = hf_llm.tokenizer_of(folder)
+    if tokenizer is None:
+        done.warnings.append(
+            f"{folder} has no {' or '.join(hf_llm.TOKENIZER_FILES)}: ExecuTorch's LLM runner needs one to generate text"
+        )
+    return dataclasses.replace(done, tokenizer=tokenizer)

@@ -25,12 +25,17 @@ from typing import Any
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import LLM_TASK as TASK
 
-__all__ = ["DEFAULT_MAX_SEQ_LEN", "FAMILIES", "TASK", "Family", "Prepared", "family_of", "llm_values", "params_of", "prepare"]
+__all__ = [
+    "DEFAULT_MAX_SEQ_LEN", "FAMILIES", "TASK", "TOKENIZER_FILES", "Family", "Prepared", "family_of", "llm_values", "params_of",
+    "prepare", "tokenizer_of",
+]  # fmt: skip
 
 #: `--max-seq-len` when not given: the KV cache's positions (prompt and generated tokens).
 DEFAULT_MAX_SEQ_LEN = 128
 _CONVERTERS = "executorch.examples.models"
 _FORMAT = "1"  # of the converted folder: bump when the conversion or the params change
+#: The tokenizer files ExecuTorch's LLM runner reads (``--tokenizer_path``), in the order chosen.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,11 @@ class Prepared:
     params: Path
     family: Family
     config: dict[str, Any]
+
+
+def tokenizer_of(folder: Path) -> Path | None:
+    """The folder's tokenizer file for ExecuTorch's LLM runner (`TOKENIZER_FILES`), None without one."""
+    return next((folder / name for name in TOKENIZER_FILES if (folder / name).is_file()), None)
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
