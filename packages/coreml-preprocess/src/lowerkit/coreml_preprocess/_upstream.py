@@ -242,3 +242,50 @@ def single_threaded_kmeans() -> Any:
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1)
+
+
+#: ExecuTorch's export of an LLM with static attention to Core ML (prefill + decode methods).
+STATIC_LLM_SCRIPT = "executorch.examples.apple.coreml.llama.export_static_llm_coreml"
+_STATIC_LLM_SCRIPT_PRIVATE = "lowerkit.coreml_preprocess._executorch_export_static_llm_coreml"
+#: ExecuTorch's Core ML modules that script imports names from, by module.
+_STATIC_LLM_SCRIPT_IMPORTS = (
+    "executorch.backends.apple.coreml.compiler",
+    EXECUTORCH_COREML_PREPROCESS_MODULE,
+    "executorch.backends.apple.coreml.partition",
+)
+
+
+def static_llm_script(backend: type, strategy: type, partitioner: type) -> ModuleType:
+    """ExecuTorch's `STATIC_LLM_SCRIPT` module, loaded from its file under a private name, its
+    Core ML names bound to `backend` (for ``CoreMLBackend``), `strategy` (for
+    ``MULTIMETHOD_WEIGHT_SHARING_STRATEGY``) and `partitioner` (for ``CoreMLPartitioner``).
+
+    The script imports those names from ExecuTorch's Core ML backend, which cannot share a process
+    with lowerkit's (``conflict``): stand-in modules holding lowerkit's are in ``sys.modules`` while
+    it loads, and only then. Loaded once per process (it defines a torch library at import).
+    """
+    loaded = sys.modules.get(_STATIC_LLM_SCRIPT_PRIVATE)
+    if loaded is not None:
+        return loaded
+    found = importlib.util.find_spec(STATIC_LLM_SCRIPT)
+    if found is None or found.origin is None:
+        raise ImportError(f"{STATIC_LLM_SCRIPT} was not found: it needs executorch 1.5.x installed.")
+    stand_in = ModuleType("lowerkit stand-in for ExecuTorch's Core ML backend")
+    stand_in.CoreMLBackend = backend  # type: ignore[attr-defined]
+    stand_in.MULTIMETHOD_WEIGHT_SHARING_STRATEGY = strategy  # type: ignore[attr-defined]
+    stand_in.CoreMLPartitioner = partitioner  # type: ignore[attr-defined]
+    saved = {name: sys.modules.get(name) for name in _STATIC_LLM_SCRIPT_IMPORTS}
+    spec = importlib.util.spec_from_file_location(_STATIC_LLM_SCRIPT_PRIVATE, found.origin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        sys.modules.update(dict.fromkeys(_STATIC_LLM_SCRIPT_IMPORTS, stand_in))
+        spec.loader.exec_module(module)
+    finally:
+        for name, previous in saved.items():
+            if previous is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = previous
+    sys.modules[_STATIC_LLM_SCRIPT_PRIVATE] = module
+    return module

@@ -24,6 +24,7 @@ from lowerkit.coreml_preprocess.options import (
     CoreMLCompileOptions,
     ModelType,
     MultimethodWeightSharing,
+    SpecKey,
 )
 from lowerkit.coreml_preprocess.package import (
     build_payload,
@@ -48,6 +49,35 @@ REFERENCE_MAGIC = b"CMJR"
 @final
 class CoreMLBackend(BackendDetails):
     """Core ML ``BackendDetails`` with backend id ``CoreMLBackend``; deterministic payloads."""
+
+    #: ExecuTorch's ``CoreMLBackend.MODEL_TYPE`` (its compile-spec helpers, for code written against them).
+    MODEL_TYPE = ModelType
+
+    @staticmethod
+    def generate_compile_specs(
+        compute_unit: Any = None,
+        minimum_deployment_target: Any = None,
+        compute_precision: Any = None,
+        model_type: ModelType = ModelType.MODEL,
+        op_linear_quantizer_config: dict[str, Any] | None = None,
+        pass_names: list[str] | None = None,
+    ) -> list[CompileSpec]:
+        """ExecuTorch's ``CoreMLBackend.generate_compile_specs``: the same specs, in its order and encodings."""
+        defaults = CoreMLCompileOptions()
+        return CoreMLCompileOptions(
+            compute_unit=defaults.compute_unit if compute_unit is None else compute_unit,
+            minimum_deployment_target=minimum_deployment_target,
+            compute_precision=defaults.compute_precision if compute_precision is None else compute_precision,
+            model_type=model_type,
+            op_linear_quantizer_config=op_linear_quantizer_config,
+            pass_pipeline="default" if pass_names is None else pass_names,
+        ).to_compile_specs()
+
+    @staticmethod
+    def generate_multimethod_weight_sharing_strategy_compile_spec(strategy: Any) -> CompileSpec:
+        """ExecuTorch's helper of that name: the spec of `strategy` (its enum or lowerkit's)."""
+        value = MultimethodWeightSharing(strategy.value).value
+        return CompileSpec(SpecKey.MULTIMETHOD_WEIGHT_SHARING_STRATEGY.value, value.encode("utf-8"))
 
     @staticmethod
     def preprocess(edge_program: Any, compile_specs: list[CompileSpec]) -> PreprocessResult:

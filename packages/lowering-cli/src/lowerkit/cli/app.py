@@ -104,7 +104,8 @@ def models_command(check: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display.")
 @click.option("--max-seq-len", type=click.IntRange(min=2), help=f"--task {LLM_TASK}: the KV cache's positions (default {DEFAULT_MAX_SEQ_LEN}).")
-@click.option("--llm-override", "llm_overrides", multiple=True, metavar="KEY=VALUE", help=f"--task {LLM_TASK}: an export_llm setting (repeatable), e.g. backend.coreml.quantize=c4w.")
+@click.option("--llm-override", "llm_overrides", multiple=True, metavar="KEY=VALUE", help=f"--task {LLM_TASK}: an export_llm setting (repeatable), e.g. backend.coreml.quantize=c4w (with --prefill: the exporter's flag, e.g. dtype=fp32).")
+@click.option("--prefill", type=click.IntRange(min=1), metavar="N", help=f"--task {LLM_TASK}, Core ML: a prefill method taking N tokens beside the decode method (ExecuTorch's export_static_llm_coreml).")
 @source_options
 @cache_commands.cache_options
 def lower_command(
@@ -120,6 +121,7 @@ def lower_command(
     quiet: bool,
     max_seq_len: int | None,
     llm_overrides: tuple[str, ...],
+    prefill: int | None,
     source_options: SourceOptions,
     no_cache: bool,
     cache_remote: str | None,
@@ -139,12 +141,12 @@ def lower_command(
         ] + [flag for flag in source_options.given() if flag != "--task"]  # fmt: skip
         if refused:
             raise UsageError(f"{refused[0]} does not apply to --task {LLM_TASK} (export_llm's settings: --llm-override KEY=VALUE)")
-        _lower_text_generation(model, target, output, max_seq_len or DEFAULT_MAX_SEQ_LEN, llm_overrides, quiet=quiet,
+        _lower_text_generation(model, target, output, max_seq_len or DEFAULT_MAX_SEQ_LEN, llm_overrides, prefill, quiet=quiet,
                                as_json=as_json, cache=cache_commands.settings(no_cache=no_cache, cache_remote=cache_remote,
                                                                               cache_remote_read_only=cache_remote_read_only))
         return
-    if max_seq_len is not None or llm_overrides:
-        raise UsageError(f"--max-seq-len and --llm-override apply to --task {LLM_TASK}")
+    if max_seq_len is not None or llm_overrides or prefill is not None:
+        raise UsageError(f"--max-seq-len, --llm-override and --prefill apply to --task {LLM_TASK}")
     backend = targets.backend_of(target)
     for path in (output, report, *written_files(given)):
         if path is not None:
@@ -192,21 +194,24 @@ def lower_command(
 
 
 def _lower_text_generation(
-    model: str, target: Target, output: Path, max_seq_len: int, overrides: tuple[str, ...], *, quiet: bool, as_json: bool, cache: CacheSettings
+    model: str, target: Target, output: Path, max_seq_len: int, overrides: tuple[str, ...], prefill: int | None, *,
+    quiet: bool, as_json: bool, cache: CacheSettings,
 ) -> None:
     from lowerkit.cli import text_generation
     from lowerkit.cli.progress import Steps
 
     atomic.check_writable(output)
     done = text_generation.lower(
-        model, target, output, max_seq_len=max_seq_len, overrides=overrides, cache=cache, steps=Steps.for_terminal(quiet=quiet)
+        model, target, output, max_seq_len=max_seq_len, overrides=overrides, cache=cache, steps=Steps.for_terminal(quiet=quiet),
+        prefill=prefill,
     )
+    methods = "" if prefill is None else f", prefill ({prefill} tokens) and decode methods"
     if not as_json:
-        _echo_llm_export(done, f" for {target.name}")
+        _echo_llm_export(done, f" for {target.name}{methods}")
         return
     for warning in done.warnings:
         click.echo(f"warning: {warning}", err=True)
-    summary = {"model": model, "target": target.name, "task": LLM_TASK, "output": str(done.pte),
+    summary = {"model": model, "target": target.name, "task": LLM_TASK, "prefill": prefill, "output": str(done.pte),
                "bytes": done.pte.stat().st_size, "seconds": round(done.seconds, 3), "cache": done.cache,
                "files": [str(p) for p in done.files], "tokenizer": str(done.tokenizer) if done.tokenizer else None}  # fmt: skip
     click.echo(json.dumps(summary, indent=2))

@@ -14,7 +14,7 @@ backend imports no torch: its library loads when it lowers.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -192,6 +192,15 @@ class Backend(ABC):
         """The ``LlmConfig`` overrides with which ExecuTorch's LLM export builds `target` (``lower
         --task text-generation``); None when it cannot."""
         return None
+
+    def llm_prefill_decode_flags(self, target: Target) -> list[str] | None:
+        """The flags with which the backend's prefill + decode LLM exporter builds `target` (``lower
+        --task text-generation --prefill N``); None when ExecuTorch has no such exporter for it."""
+        return None
+
+    def export_llm_prefill_decode(self, argv: Sequence[str]) -> None:
+        """Run the backend's prefill + decode LLM exporter with its command-line arguments `argv`."""
+        raise NotImplementedError(f"{self.title} has no prefill + decode LLM exporter")
 
     @abstractmethod
     def lower(self, source: ModelSource, options: LowerOptions, *, calibration: list[Inputs], steps: Steps) -> Lowered:

@@ -12,7 +12,8 @@ import struct
 from dataclasses import dataclass
 
 #: program.fbs field slots (declaration order) of the tables read here.
-_PROGRAM_EXECUTION_PLAN, _PROGRAM_DELEGATE_DATA, _PROGRAM_SEGMENTS = 1, 3, 4
+_PROGRAM_EXECUTION_PLAN, _PROGRAM_DELEGATE_DATA, _PROGRAM_SEGMENTS, _PROGRAM_NAMED_DATA = 1, 3, 4, 7
+_NAMED_DATA_KEY, _NAMED_DATA_SEGMENT = 0, 1
 _PLAN_NAME, _PLAN_INPUTS, _PLAN_OUTPUTS, _PLAN_OPERATORS, _PLAN_DELEGATES = 0, 3, 4, 6, 7
 _OPERATOR_NAME, _OPERATOR_OVERLOAD = 0, 1
 _DELEGATE_ID, _DELEGATE_PROCESSED, _DELEGATE_COMPILE_SPECS = 0, 1, 2
@@ -105,13 +106,38 @@ def _unpack(fmt: str, data: bytes, at: int) -> int:
     return value
 
 
-def read_plans(data: bytes) -> list[PlanEntry]:
-    """The methods of the .pte `data`; ValueError / struct.error when it is damaged."""
+def _program(data: bytes) -> tuple[_Table, int]:
+    """The Program table of the .pte `data`, and where its segments start (0: none)."""
     program_size, segment_base = len(data), 0
     if data[8:12] == _EXTENDED_HEADER_MAGIC:
         program_size, segment_base = struct.unpack_from("<QQ", data, 16)
     flatbuffer = data[:program_size]
-    program = _Table(flatbuffer, _unpack("<I", flatbuffer, 0))
+    return _Table(flatbuffer, _unpack("<I", flatbuffer, 0)), segment_base
+
+
+def _segment(data: bytes, segments: list[_Table], segment_base: int, index: int) -> bytes:
+    start = segment_base + segments[index].scalar(_SEGMENT_OFFSET, "<Q")
+    end = start + segments[index].scalar(_SEGMENT_SIZE, "<Q")
+    if end > len(data):
+        raise ValueError("a segment past the end of the file")
+    return data[start:end]
+
+
+def read_named_data(data: bytes) -> dict[str, bytes]:
+    """The named data of the .pte `data` (e.g. a multifunction Core ML model), by key."""
+    program, segment_base = _program(data)
+    segments = program.tables(_PROGRAM_SEGMENTS)
+    if not segment_base:
+        return {}
+    return {
+        entry.text(_NAMED_DATA_KEY): _segment(data, segments, segment_base, entry.scalar(_NAMED_DATA_SEGMENT, "<I"))
+        for entry in program.tables(_PROGRAM_NAMED_DATA)
+    }
+
+
+def read_plans(data: bytes) -> list[PlanEntry]:
+    """The methods of the .pte `data`; ValueError / struct.error when it is damaged."""
+    program, segment_base = _program(data)
     inline_data = program.tables(_PROGRAM_DELEGATE_DATA)
     segments = program.tables(_PROGRAM_SEGMENTS)
 
@@ -124,11 +150,7 @@ def read_plans(data: bytes) -> list[PlanEntry]:
             return inline_data[index].blob(_INLINE_DATA)
         if location != SEGMENT or not segment_base:
             raise ValueError(f"delegate data at unknown location {location}")
-        start = segment_base + segments[index].scalar(_SEGMENT_OFFSET, "<Q")
-        end = start + segments[index].scalar(_SEGMENT_SIZE, "<Q")
-        if end > len(data):
-            raise ValueError("delegate segment past the end of the file")
-        return data[start:end]
+        return _segment(data, segments, segment_base, index)
 
     plans = []
     for plan in program.tables(_PROGRAM_EXECUTION_PLAN):

@@ -4,6 +4,8 @@ The folder is converted (`sources.hf_llm.prepare`), the target's backend says ho
 export builds that target (`Backend.llm_overrides`), ``--llm-override KEY=VALUE`` refines it with
 ``export_llm``'s own keys (e.g. ``backend.coreml.quantize=c4w``), and `llm.export` runs
 ``export_llama`` inside lowerkit's scopes, through the lowering cache, writing the ``.pte`` atomically.
+With ``--prefill N`` the program has a ``prefill`` method (N tokens) beside the decode ``forward``,
+from the backend's own exporter of that shape (`prefill_decode`; Core ML only in ExecuTorch).
 The folder's tokenizer (`hf_llm.tokenizer_of`) is named beside it, for the runner; a folder
 without one gets a warning (the program builds, but nothing can generate text from it yet).
 """
@@ -25,32 +27,62 @@ from lowerkit.cli.sources import hf_llm
 __all__ = ["lower", "supported_targets"]
 
 
-def supported_targets() -> list[str]:
-    """The targets ExecuTorch's LLM export builds, by name."""
-    return [name for name, target in targets.TARGETS.items() if targets.backend_of(target).llm_overrides(target) is not None]
+def supported_targets(*, prefill: bool = False) -> list[str]:
+    """The targets ExecuTorch's LLM export builds (`prefill`: with prefill + decode methods), by name."""
+    found = []
+    for name, target in targets.TARGETS.items():
+        backend = targets.backend_of(target)
+        declared = backend.llm_prefill_decode_flags(target) if prefill else backend.llm_overrides(target)
+        if declared is not None:
+            found.append(name)
+    return found
 
 
 def lower(
-    model: str, target: Target, output: Path, *, max_seq_len: int, overrides: Sequence[str], cache: CacheSettings, steps: Steps
+    model: str,
+    target: Target,
+    output: Path,
+    *,
+    max_seq_len: int,
+    overrides: Sequence[str],
+    cache: CacheSettings,
+    steps: Steps,
+    prefill: int | None = None,
 ) -> llm.LlmExport:
-    """Export the Hugging Face folder `model` (``hf:DIR``) for `target` into `output` (see the module docstring)."""
+    """Export the Hugging Face folder `model` (``hf:DIR``) for `target` into `output` (see the module
+    docstring); with `prefill`, with prefill (that many tokens) and decode methods (`prefill_decode`)."""
     if not model.startswith("hf:"):
         raise UsageError(f"--task {hf_llm.TASK} builds from a Hugging Face folder (hf:DIR), not '{model}'")
     if output.suffix != ".pte":
         raise UsageError(f"--task {hf_llm.TASK} writes a .pte: name the output FILE.pte, not '{output}'")
-    backend = targets.backend_of(target).llm_overrides(target)
-    if backend is None:
-        raise UsageError(
-            f"ExecuTorch's LLM export has no target like {target.name}; with --task {hf_llm.TASK} use one of: "
-            f"{', '.join(supported_targets())} (export_llm's other settings: --llm-override KEY=VALUE)"
-        )
+    backend = targets.backend_of(target)
+    overridden = backend.llm_overrides(target) if prefill is None else None
+    flags = backend.llm_prefill_decode_flags(target) if prefill is not None else None
+    if overridden is None and flags is None:
+        raise UsageError(_no_such_target(target, prefill))
+    if prefill is not None and prefill >= max_seq_len:
+        raise UsageError(f"--prefill {prefill} leaves no room in the KV cache: make it less than --max-seq-len ({max_seq_len})")
     folder = Path(model.removeprefix("hf:"))
     with steps.step("convert the weights"):
         prepared = hf_llm.prepare(folder, keep=cache.enabled)
     try:
-        values = hf_llm.llm_values(prepared, backend, max_seq_len=max_seq_len, output=output)
-        config = llm.llm_config(None, [*llm.dotlist(values), *overrides], light=True)
-        done = llm.export(config, cache=cache, steps=steps)
+        if flags is not None:
+            from lowerkit.cli import prefill_decode
+
+            refusal = prepared.family.no_prefill_decode
+            if refusal is not None:
+                raise UsageError(f"ExecuTorch's prefill + decode export cannot build {prepared.family.title}: {refusal}")
+
+            flags = [
+                "--max_context_len", str(max_seq_len), "--input_len", str(prefill), "--multifunction",
+                *flags, *prefill_decode.flags_of(overrides),
+            ]  # fmt: skip
+            inputs = {"--checkpoint": prepared.checkpoint, "--params": prepared.params}
+            done = prefill_decode.export(backend, flags, inputs, output, cache=cache, steps=steps)
+        else:
+            values = hf_llm.llm_values(prepared, overridden or {}, max_seq_len=max_seq_len, output=output)
+            config = llm.llm_config(None, [*llm.dotlist(values), *overrides], light=True)
+            done = llm.export(config, cache=cache, steps=steps)
     finally:
         if not cache.enabled:
             shutil.rmtree(prepared.checkpoint.parent, ignore_errors=True)
@@ -60,3 +92,15 @@ def lower(
             f"{folder} has no {' or '.join(hf_llm.TOKENIZER_FILES)}: ExecuTorch's LLM runner needs one to generate text"
         )
     return dataclasses.replace(done, tokenizer=tokenizer)
+
+
+def _no_such_target(target: Target, prefill: int | None) -> str:
+    if prefill is None:
+        return (
+            f"ExecuTorch's LLM export has no target like {target.name}; with --task {hf_llm.TASK} use one of: "
+            f"{', '.join(supported_targets())} (export_llm's other settings: --llm-override KEY=VALUE)"
+        )
+    return (
+        f"ExecuTorch builds prefill + decode methods for no target like {target.name}; with --prefill use one of: "
+        f"{', '.join(supported_targets(prefill=True))}"
+    )

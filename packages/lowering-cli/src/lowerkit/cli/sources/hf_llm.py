@@ -50,6 +50,8 @@ class Family:
     model_class: str
     #: ``ModelArgs`` fields every model of the family sets.
     params: dict[str, Any] = field(default_factory=dict)
+    #: Why ExecuTorch's prefill + decode export (``--prefill``) cannot build the family; None: it can.
+    no_prefill_decode: str | None = None
 
 
 #: By config.json's ``model_type``.
@@ -57,10 +59,14 @@ FAMILIES: dict[str, Family] = {
     # ExecuTorch converts SmolLM2 through torchtune's checkpointer; the Llama architecture is Qwen
     # 2.5's without the q / k / v biases, so its converter maps the same names.
     "llama": Family("Llama 3.x, SmolLM2", ("qwen2_5.convert_weights", "qwen_2_5_hf_to_meta"), "llama3"),
-    "qwen2": Family("Qwen 2.5", ("qwen2_5.convert_weights", "qwen_2_5_hf_to_meta"), "qwen2_5_0_5b", {"attention_qkv_bias": True}),
+    "qwen2": Family(
+        "Qwen 2.5", ("qwen2_5.convert_weights", "qwen_2_5_hf_to_meta"), "qwen2_5_0_5b", {"attention_qkv_bias": True},
+        no_prefill_decode="it splits linear layers without their biases (SplitLinearModule) and Qwen 2.5's q / k / v have biases",
+    ),
     "qwen3": Family(
         "Qwen 3", ("qwen3.convert_weights", "qwen_3_tune_to_meta"), "qwen3_0_6b",
         {"use_qk_norm": True, "qk_norm_before_rope": True},
+        no_prefill_decode="it loads no q / k norm weights, and coremltools cannot convert its float16 RMSNorm of them",
     ),
     "phi3": Family("Phi-4-mini", ("phi_4_mini.convert_weights", "phi_4_hf_to_meta"), "phi_4_mini"),
 }  # fmt: skip

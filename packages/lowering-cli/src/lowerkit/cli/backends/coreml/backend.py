@@ -7,6 +7,7 @@ package maps `-t` targets to them (`targets`), declares and checks the Core ML o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from lowerkit.cli.backends.coreml.targets import (
     FAMILY,
     TARGET_TABLE,
     llm_overrides,
+    prefill_decode_flags,
 )
 from lowerkit.cli.errors import LoweringError, UsageError
 from lowerkit.cli.options import LowerOptions, Target
@@ -59,6 +61,16 @@ class CoreMLBackend(Backend):
     def llm_overrides(self, target: Target) -> dict[str, Any] | None:
         """See `Backend.llm_overrides` (the target table's row says)."""
         return llm_overrides(target)
+
+    def llm_prefill_decode_flags(self, target: Target) -> list[str] | None:
+        """See `Backend.llm_prefill_decode_flags` (the target table's row says)."""
+        return prefill_decode_flags(target)
+
+    def export_llm_prefill_decode(self, argv: Sequence[str]) -> None:
+        """ExecuTorch's ``export_static_llm_coreml`` with lowerkit's Core ML backend (same payload)."""
+        from lowerkit.coreml_preprocess.static_llm_export import export_static_llm
+
+        export_static_llm(argv)
 
     def llm_export_scope(self, config: Any) -> AbstractContextManager[None] | None:
         """``backend.coreml.enabled``: lowerkit's Core ML backend in ``export_llama`` (same payload)."""

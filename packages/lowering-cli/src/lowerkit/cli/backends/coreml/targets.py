@@ -30,6 +30,9 @@ class CoreMLTarget:
     pattern: str | None = None
     #: ``export_llm``'s Core ML settings for it beyond `LLM_COREML` (None: its LLM export has no such target).
     llm: tuple[tuple[str, Any], ...] | None = None
+    #: ``export_static_llm_coreml``'s flags for it, the prefill + decode export (None: no such target).
+    #: That export always compresses linear weights to 4 bits (its ``--linear_quantize``).
+    prefill_decode: tuple[str, ...] | None = None
 
 
 _PALETTIZED = "coreml-palettize*"
@@ -38,7 +41,10 @@ LLM_COREML: dict[str, Any] = {"backend.coreml.enabled": True, "backend.coreml.io
 
 #: Adding a Core ML target is one row here (and its recipe in lowerkit.coreml_preprocess).
 TARGET_TABLE: tuple[CoreMLTarget, ...] = (
-    CoreMLTarget("coreml", "fp16", "Core ML, float16 compute", takes_recipe=True, llm=()),
+    CoreMLTarget(
+        "coreml", "fp16", "Core ML, float16 compute", takes_recipe=True, llm=(),
+        prefill_decode=("--linear_quantize", "c4w"),
+    ),
     CoreMLTarget("coreml-fp32", "fp32", "Core ML, float32 compute", takes_recipe=True),
     CoreMLTarget(
         "coreml-int8", "int8", "Core ML, int8 activations and weights (pt2e static, lowerkit quantizer)", True,
@@ -47,7 +53,7 @@ TARGET_TABLE: tuple[CoreMLTarget, ...] = (
     CoreMLTarget("coreml-w8", "w8", "Core ML, int8 per-channel linear weight quantization", debug="weights"),
     CoreMLTarget(
         "coreml-w4", "w4", "Core ML, int4 per-block (32) linear weight quantization, iOS18", debug="weights",
-        llm=(("backend.coreml.quantize", "b4w"),),
+        llm=(("backend.coreml.quantize", "b4w"),), prefill_decode=("--linear_quantize", "b4w"),
     ),
     CoreMLTarget(
         "coreml-palettize4", "palettize4",
@@ -78,6 +84,12 @@ def llm_overrides(target: Target) -> dict[str, Any] | None:
     """``export_llm``'s settings for `target`; None when its LLM export has no such target."""
     extra = BY_NAME[target.name].llm
     return None if extra is None else {**LLM_COREML, **dict(extra)}
+
+
+def prefill_decode_flags(target: Target) -> list[str] | None:
+    """``export_static_llm_coreml``'s flags for `target`; None when that export has no such target."""
+    flags = BY_NAME[target.name].prefill_decode
+    return None if flags is None else list(flags)
 
 
 def is_coreml(target: Target) -> bool:
