@@ -18,12 +18,15 @@ per family lowerkit builds (`hf_llm.FAMILIES`):
   fp16 path plus weight quantization, and pt2e 8a8w; TOSA INT; Ethos-U; VGF INT);
   ``LOWERKIT_LLM_ALL_TARGETS=1`` adds the other five (Core ML fp16 and b4w, TOSA FP, Ethos-U55, VGF
   FP), which differ only in the settings `test_lowerkit_sets_what_a_user_sets` checks for every target.
+* **Prefill + decode** (``--prefill``, Core ML): stock's ``export_static_llm_coreml --multifunction``
+  in its own process against ``lowerkit lower``, on the Llama folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,15 +199,89 @@ def test_an_unsupported_architecture_names_those_that_build(tmp_path: Path) -> N
              standalone_mode=False)  # fmt: skip
 
 
+def test_a_family_the_prefill_and_decode_export_cannot_build_is_one_line(folders: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="ExecuTorch's prefill \\+ decode export cannot build Qwen 3: it loads no q / k norm"):
+        main(args=["lower", f"hf:{folders['qwen3']}", "--task", "text-generation", "-t", "coreml", "--prefill", "8",
+                   "-o", str(tmp_path / "m.pte"), "--no-cache"], standalone_mode=False)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         (["-t", "coreml-fp32"], "ExecuTorch's LLM export has no target like coreml-fp32; with --task text-generation use one of: coreml, coreml-int8"),
         (["-t", "tosa-int", "--verify"], "--verify does not apply to --task text-generation"),
         (["-t", "ethos-u55-128", "--a16w8"], "--a16w8 does not apply to --task text-generation"),
+        (["-t", "tosa-int", "--prefill", "8"], "ExecuTorch builds prefill + decode methods for no target like tosa-int; with --prefill use one of: coreml, coreml-w4"),
+        (["-t", "coreml", "--prefill", "128"], "--prefill 128 leaves no room in the KV cache: make it less than --max-seq-len (128)"),
     ],
 )  # fmt: skip
 def test_what_the_llm_export_cannot_do_is_one_line(arguments: list[str], message: str, folders: dict[str, Path], tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+    with pytest.raises(UsageError, match=re.escape(message)):
         main(args=["lower", f"hf:{folders['llama']}", "--task", "text-generation", "-o", str(tmp_path / "m.pte"), *arguments],
              standalone_mode=False)  # fmt: skip
+
+
+PREFILL, PREFILL_CONTEXT = 8, 32
+
+
+def _static_export(checkpoint: Path, params: Path, output: Path) -> bytes:
+    """Stock ExecuTorch's prefill + decode Core ML export as a user runs it (its own process)."""
+    command = [
+        sys.executable, "-m", "executorch.examples.apple.coreml.llama.export_static_llm_coreml",
+        "--checkpoint", str(checkpoint), "--params", str(params), "--output", str(output),
+        "--max_context_len", str(PREFILL_CONTEXT), "--input_len", str(PREFILL), "--multifunction", "--linear_quantize", "c4w",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=output.parent, check=False, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output.read_bytes()
+
+
+def _methods(pte: bytes) -> tuple[list[tuple[Any, ...]], list[str], dict[str, Any]]:
+    """(each method's shape and delegates, the canonical digest of each Core ML model it references,
+    the values of the methods without delegates)."""
+    from executorch.runtime import Runtime
+
+    from bench.realworld_flows import canonical_payload_digest
+    from lowerkit.cli.pte_file import read_named_data
+
+    named = read_named_data(pte)
+    shapes, models = [], []
+    for plan in read_plans(pte):
+        delegates = [(d.backend_id, d.compile_specs, json.loads(d.payload[4:])["functionName"]) for d in plan.delegates]
+        shapes.append((plan.name, plan.inputs, plan.outputs, plan.operators, delegates))
+        models += [canonical_payload_digest(named[json.loads(d.payload[4:])["key"]]) for d in plan.delegates]
+    program = Runtime.get().load_program(pte)
+    constants = {plan.name: program.load_method(plan.name).execute([]) for plan in read_plans(pte) if not plan.delegates}
+    return shapes, models, constants
+
+
+def test_prefill_and_decode_methods_are_stock_export_static_llm_coremls(folders: dict[str, Path], tmp_path: Path) -> None:
+    """``--prefill N``: ExecuTorch's prefill + decode Core ML export, run by lowerkit with its backend.
+
+    Both sides get the checkpoint lowerkit converted (ExecuTorch converts Llama-architecture
+    folders only through torchtune, which does not import here); the same methods, compile specs,
+    canonical multifunction Core ML models (read from the .pte's named data, checked against
+    ExecuTorch's own reader) and metadata values.
+    """
+    from lowerkit.cli._upstream import deserialize_pte
+    from lowerkit.cli.pte_file import read_named_data
+
+    prepared = hf_llm.prepare(folders["llama"], keep=False)
+    stock = _static_export(prepared.checkpoint, prepared.params, tmp_path / "stock.pte")
+    output = tmp_path / "lowerkit.pte"
+    main(
+        args=["lower", f"hf:{folders['llama']}", "--task", "text-generation", "-t", "coreml", "-o", str(output),
+              "--max-seq-len", str(PREFILL_CONTEXT), "--prefill", str(PREFILL), "-q", "--no-cache"],
+        standalone_mode=False,
+    )  # fmt: skip
+    fast = output.read_bytes()
+    upstream = deserialize_pte(fast).named_data
+    assert {key: bytes(upstream.buffers[entry.buffer_index]) for key, entry in upstream.pte_data.items()} == read_named_data(fast)
+    (stock_shapes, stock_models, stock_constants), (shapes, models, constants) = _methods(stock), _methods(fast)
+    assert [s[0] for s in shapes][:2] == ["forward", "prefill"] and len(models) >= 2
+    assert shapes == stock_shapes
+    assert models == stock_models
+    assert constants.keys() == stock_constants.keys() and all(
+        all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(constants[k], stock_constants[k], strict=True))
+        for k in constants
+    )

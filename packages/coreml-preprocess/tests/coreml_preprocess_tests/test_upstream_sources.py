@@ -46,6 +46,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
 EXECUTORCH_FILES: dict[str, tuple[str, str]] = {
     "backends/apple/coreml/partition/coreml_partitioner.py": ("7831837309211298", "partitioner.py, _upstream.called_from_deprecated_to_backend / is_view_op"),
     "backends/apple/coreml/compiler/coreml_preprocess.py": ("d54b9c0e8588767b", "backend.py, convert.py, options.py"),
+    "examples/apple/coreml/llama/export_static_llm_coreml.py": ("7c81c8c387c591c2", "static_llm_export.py, _upstream.static_llm_script (the Core ML names it imports, main's flags)"),
 }
 
 

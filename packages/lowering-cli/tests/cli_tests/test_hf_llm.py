@@ -110,3 +110,13 @@ def test_the_runners_tokenizer_is_the_folders_tokenizer_json_else_its_tokenizer_
     assert hf_llm.tokenizer_of(tmp_path) == tmp_path / "tokenizer.model"
     (tmp_path / "tokenizer.json").write_text("{}")
     assert hf_llm.tokenizer_of(tmp_path) == tmp_path / "tokenizer.json"
+
+
+def test_overrides_become_the_prefill_and_decode_exporters_flags() -> None:
+    from lowerkit.cli.prefill_decode import flags_of
+
+    assert flags_of(["dtype=fp32", "no_graph_breaks=true", "embedding_quantize=4,32"]) == [
+        "--dtype", "fp32", "--no_graph_breaks", "--embedding_quantize", "4,32",
+    ]  # fmt: skip
+    with pytest.raises(UsageError, match="'--dtype' is not a KEY=VALUE flag"):
+        flags_of(["--dtype"])

@@ -248,7 +248,7 @@ def single_threaded_kmeans() -> Any:
 STATIC_LLM_SCRIPT = "executorch.examples.apple.coreml.llama.export_static_llm_coreml"
 _STATIC_LLM_SCRIPT_PRIVATE = "lowerkit.coreml_preprocess._executorch_export_static_llm_coreml"
 #: ExecuTorch's Core ML modules that script imports names from, by module.
-_STATIC_LLM_SCRIPT_IMPORTS = (
+STATIC_LLM_SCRIPT_IMPORTS = (
     "executorch.backends.apple.coreml.compiler",
     EXECUTORCH_COREML_PREPROCESS_MODULE,
     "executorch.backends.apple.coreml.partition",
@@ -274,12 +274,12 @@ def static_llm_script(backend: type, strategy: type, partitioner: type) -> Modul
     stand_in.CoreMLBackend = backend  # type: ignore[attr-defined]
     stand_in.MULTIMETHOD_WEIGHT_SHARING_STRATEGY = strategy  # type: ignore[attr-defined]
     stand_in.CoreMLPartitioner = partitioner  # type: ignore[attr-defined]
-    saved = {name: sys.modules.get(name) for name in _STATIC_LLM_SCRIPT_IMPORTS}
+    saved = {name: sys.modules.get(name) for name in STATIC_LLM_SCRIPT_IMPORTS}
     spec = importlib.util.spec_from_file_location(_STATIC_LLM_SCRIPT_PRIVATE, found.origin)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     try:
-        sys.modules.update(dict.fromkeys(_STATIC_LLM_SCRIPT_IMPORTS, stand_in))
+        sys.modules.update(dict.fromkeys(STATIC_LLM_SCRIPT_IMPORTS, stand_in))
         spec.loader.exec_module(module)
     finally:
         for name, previous in saved.items():

@@ -69,7 +69,7 @@ def _run(backend: Backend, argv: list[str], folder: Path) -> bytes:
     try:
         with contextlib.redirect_stdout(printed):
             backend.export_llm_prefill_decode([*argv, "--output", str(pte)])
-    except SystemExit as error:  # argparse refused a flag (its message is on stderr)
+    except SystemExit:  # argparse refused a flag (its message is on stderr)
         raise UsageError(
             f"the {backend.title} prefill + decode export refused a flag (its message is above); "
             "--llm-override KEY=VALUE gives it --KEY VALUE, e.g. dtype=fp32"

@@ -1,0 +1,77 @@
+"""ExecuTorch's prefill + decode Core ML export with lowerkit's backend: the names it binds.
+
+The whole export against stock's is ``tests/llm_hf`` (``--prefill``); here, cheaply, what lowerkit
+hands the script in place of ExecuTorch's Core ML backend.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import coremltools as ct
+
+from lowerkit.coreml_preprocess import (
+    CoreMLBackend,
+    CoreMLPartitioner,
+    MultimethodWeightSharing,
+    _upstream,
+)
+
+#: ExecuTorch's compile-spec helpers as the script calls them, and with every other argument.
+_CALLS = """
+import json, sys
+import coremltools as ct
+from executorch.backends.apple.coreml.compiler.coreml_preprocess import CoreMLBackend, MULTIMETHOD_WEIGHT_SHARING_STRATEGY
+calls = [
+    CoreMLBackend.generate_compile_specs(
+        minimum_deployment_target=ct.target.iOS18, compute_precision=ct.precision.FLOAT16,
+        compute_unit=ct.ComputeUnit.CPU_AND_NE, model_type=CoreMLBackend.MODEL_TYPE.MODEL,
+    ),
+    CoreMLBackend.generate_compile_specs(),
+    CoreMLBackend.generate_compile_specs(
+        compute_unit=ct.ComputeUnit.CPU_ONLY, minimum_deployment_target=ct.target.iOS17,
+        compute_precision=ct.precision.FLOAT32, model_type=CoreMLBackend.MODEL_TYPE.COMPILED_MODEL,
+        op_linear_quantizer_config={"mode": "linear_symmetric", "dtype": "int8"},
+        pass_names=["common::dead_code_elimination"],
+    ),
+    [CoreMLBackend.generate_multimethod_weight_sharing_strategy_compile_spec(s) for s in MULTIMETHOD_WEIGHT_SHARING_STRATEGY],
+]
+print(json.dumps([[[s.key, bytes(s.value).decode()] for s in specs] for specs in calls]))
+"""
+
+
+def _ours() -> list[list[list[str]]]:
+    calls = [
+        CoreMLBackend.generate_compile_specs(
+            minimum_deployment_target=ct.target.iOS18, compute_precision=ct.precision.FLOAT16,
+            compute_unit=ct.ComputeUnit.CPU_AND_NE, model_type=CoreMLBackend.MODEL_TYPE.MODEL,
+        ),
+        CoreMLBackend.generate_compile_specs(),
+        CoreMLBackend.generate_compile_specs(
+            compute_unit=ct.ComputeUnit.CPU_ONLY, minimum_deployment_target=ct.target.iOS17,
+            compute_precision=ct.precision.FLOAT32, model_type=CoreMLBackend.MODEL_TYPE.COMPILED_MODEL,
+            op_linear_quantizer_config={"mode": "linear_symmetric", "dtype": "int8"},
+            pass_names=["common::dead_code_elimination"],
+        ),
+        [CoreMLBackend.generate_multimethod_weight_sharing_strategy_compile_spec(s) for s in MultimethodWeightSharing],
+    ]  # fmt: skip
+    return [[[s.key, bytes(s.value).decode()] for s in specs] for specs in calls]
+
+
+def test_the_compile_spec_helpers_give_executorchs_specs() -> None:
+    """ExecuTorch's own helpers run in another process (its backend cannot share one with lowerkit's)."""
+    done = subprocess.run([sys.executable, "-c", _CALLS], capture_output=True, text=True, check=True)
+    assert _ours() == json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_script_binds_lowerkits_names_and_leaves_no_stand_in_behind() -> None:
+    before = {name: sys.modules.get(name) for name in _upstream.STATIC_LLM_SCRIPT_IMPORTS}
+    script = _upstream.static_llm_script(CoreMLBackend, MultimethodWeightSharing, CoreMLPartitioner)
+    assert script.CoreMLBackend is CoreMLBackend
+    assert script.CoreMLPartitioner is CoreMLPartitioner
+    assert script.MULTIMETHOD_WEIGHT_SHARING_STRATEGY is MultimethodWeightSharing
+    assert {name: sys.modules.get(name) for name in _upstream.STATIC_LLM_SCRIPT_IMPORTS} == before
+    assert _upstream.EXECUTORCH_COREML_PREPROCESS_MODULE not in sys.modules
+    assert callable(script.main)
