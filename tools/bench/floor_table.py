@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.floors import FLOOR_DEFINITIONS, FLOOR_STAGES
 
-__all__ = ["biggest_excess", "floor_section", "seconds"]
+__all__ = ["biggest_excess", "floor_line", "floor_section", "seconds", "whole"]
 
 def seconds(value: float) -> str:
     """Seconds with the precision their size needs (a floor can be microseconds)."""
@@ -48,11 +48,21 @@ def biggest_excess(stages: dict[str, float], floors: dict[str, float | None]) ->
     return stage, excess[stage]
 
 
-def _whole(stages: dict[str, float], floors: dict[str, float | None]) -> tuple[float, float] | None:
+def whole(stages: dict[str, float], floors: dict[str, float | None]) -> tuple[float, float] | None:
     """(summed stage seconds, summed floors), when every stage has a floor."""
     if not stages or any(floors.get(s) is None for s in stages):
         return None
     return sum(stages.values()), sum(f for f in floors.values() if f is not None)
+
+
+def floor_line(side: dict[str, Any]) -> str | None:
+    """One side's floors in a line (the benchmark's console output); None without floors."""
+    if not side.get("floors"):
+        return None
+    times, floors = side["stages"], side["floors"]
+    summed, worst = whole(times, floors), biggest_excess(times, floors)
+    text = f"{seconds(summed[0])} s / floors {seconds(summed[1])} s = {_multiple(*summed)}" if summed else "floors"
+    return text + (f", biggest excess {worst[0]} +{seconds(worst[1])} s" if worst else "")
 
 
 def floor_section(cases: list[dict[str, Any]], labels: dict[str, str]) -> list[str]:
@@ -74,13 +84,13 @@ def floor_section(cases: list[dict[str, Any]], labels: dict[str, str]) -> list[s
     wholes = []
     for case, side, value in rows:
         times, floors = value["stages"], value["floors"]
-        whole = _whole(times, floors)
-        if whole:
-            wholes.append(whole[0] / whole[1])
+        summed = whole(times, floors)
+        if summed:
+            wholes.append(summed[0] / summed[1])
         worst = biggest_excess(times, floors)
         row = [f"`{case['model']}`", case["target"], labels.get(side, side)]
         row += [_cell(times, floors, s) for s in stages]
-        row.append(f"{seconds(whole[0])} / {seconds(whole[1])} = {_multiple(*whole)}" if whole else "-")
+        row.append(f"{seconds(summed[0])} / {seconds(summed[1])} = {_multiple(*summed)}" if summed else "-")
         row.append(f"{worst[0]} (+{seconds(worst[1])} s)" if worst else "-")
         row.append(str(value.get("floor_parts", {}).get("changed_passes", "-")))
         lines.append("| " + " | ".join(row) + " |")

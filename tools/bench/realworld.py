@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import CORPUS, case
+from bench.floor_table import floor_line
 from bench.floors import FloorProbe
 from bench.realworld_flows import COREML_TARGETS, SIDES, TARGETS, Lowered
 
@@ -267,6 +268,10 @@ def print_case(result: dict[str, Any]) -> None:
     elif result["passed_only_on"]:
         print(f"  !!! passes only on {result['passed_only_on']}", flush=True)
     for side, s in result["sides"].items():
+        if line := floor_line(s):
+            print(f"  {side}: {line}", flush=True)
+        if s.get("floor_error"):
+            print(f"  {side}: floors failed: {s['floor_error']}", flush=True)
         for fallback in s.get("decomposition_fallbacks", []):
             print(f"  {side}: run_decompositions re-traced the whole program: {fallback}", flush=True)
 

@@ -111,3 +111,11 @@ def test_a_failed_floor_measurement_is_listed():
     report = _report(None)
     report["cases"][0]["sides"]["dropin"]["floor_error"] = "RuntimeError: boom"
     assert "- `tv:resnet18` TOSA-1.0+INT, drop-in: floors failed: `RuntimeError: boom`" in table([report])
+
+
+def test_the_console_line_gives_the_whole_and_the_biggest_excess():
+    from bench.floor_table import floor_line
+
+    side = _with_floors(FLOORS)["cases"][0]["sides"]["dropin"]
+    assert floor_line(side) == "10.00 s / floors 2.50 s = 4.0x, biggest excess to_edge_transform_and_lower +4.50 s"
+    assert floor_line(_report(None)["cases"][0]["sides"]["dropin"]) is None
