@@ -10,7 +10,8 @@ imports and builds the model before the clock starts; the clock covers export â†
 ``to_edge_transform_and_lower`` â†’ ``to_executorch``. Sides alternate (stock, dropin, api, then the
 reverse), ``--repeat`` rounds; medians. Recorded per run: pass / fail (the error's first line, and its root cause's),
 seconds per stage, peak RSS (``getrusage``), the 1-minute load average at its start, on lowerkit's
-sides every ``run_decompositions`` that took torch's whole-program re-trace and why; per case the
+sides every ``run_decompositions`` that took torch's whole-program re-trace and why, on the drop-in
+side each stage's floor (`bench.floors`: measured around and after the timed flow); per case the
 ``.pte`` sha256 (Arm: must be identical on every side) or the canonical Core ML payload digest
 (ExecuTorch writes a random identifier into each payload). A case that passes on one side only,
 or whose bytes differ, is printed loudly, flagged in the JSON and makes the exit code 1, but for
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import CORPUS, case
+from bench.floor_table import floor_line
+from bench.floors import FloorProbe
 from bench.realworld_flows import COREML_TARGETS, SIDES, TARGETS, Lowered
 
 DEFAULT_MODELS = ("tv:mobilenet_v2", "tv:resnet18", "et:lstm", "hf:bert_tiny")
@@ -106,7 +109,11 @@ def _fallbacks_recorded(side: str, record: dict[str, Any]) -> Iterator[None]:
 
 
 def worker(side: str, model_name: str, target: str, out: Path) -> None:
-    """Lower one case one side's way in this (fresh) process; write its record to `out` as JSON."""
+    """Lower one case one side's way in this (fresh) process; write its record to `out` as JSON.
+
+    On the drop-in side, also the stage floors (`bench.floors`): timed around the flow, re-run after it.
+    """
+    probe = FloorProbe(coreml=target in COREML_TARGETS) if side == "dropin" else None
 
     def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
         from bench.corpus import load
@@ -117,29 +124,38 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
         mark = time.perf_counter()
         model = load(model_name)
         record["build_s"] = time.perf_counter() - mark
+        if probe is not None:
+            probe.about(model.module, model.example_inputs, model.calibration)
         return lambda: lower(side, model.module, model.example_inputs, target, model.calibration)
 
     start = time.perf_counter()
-    write_record(side, model_name, target, out, prepare)
+    write_record(side, model_name, target, out, prepare, probe)
 
 
 def write_record(
-    side: str, model_name: str, target: str, out: Path, prepare: Callable[[dict[str, Any]], Callable[[], Lowered]]
+    side: str, model_name: str, target: str, out: Path, prepare: Callable[[dict[str, Any]], Callable[[], Lowered]],
+    probe: FloorProbe | None = None,
 ) -> None:
     """`prepare` (imports, the model; it may note their seconds in the record) off the clock, then the
     lowering it returns on the clock (its progress output swallowed, on lowerkit's sides every
-    whole-program re-trace recorded); the record, a failure included, written to `out` as JSON."""
+    whole-program re-trace recorded); the record, a failure included, written to `out` as JSON.
+
+    With a `probe`, its hooks time the floor calls during the lowering and its floors are measured
+    after it, once the record's seconds and peak RSS are taken (a floor that fails: ``floor_error``).
+    """
     import io
     import logging
 
     logging.disable(logging.WARNING)
     record: dict[str, Any] = {"side": side, "model": model_name, "target": target, "ok": False}
+    lowered: Lowered | None = None
     try:
         lower = prepare(record)
-        mark = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()), _fallbacks_recorded(side, record):  # Vela and coremltools print progress
-            lowered = lower()
-        record["seconds"] = time.perf_counter() - mark
+        with probe.hooks() if probe is not None else contextlib.nullcontext():
+            mark = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()), _fallbacks_recorded(side, record):  # Vela and coremltools print progress
+                lowered = lower()
+            record["seconds"] = time.perf_counter() - mark
         record.update(
             ok=True, stages=lowered.stages, pte_sha256=lowered.pte_sha256, pte_bytes=len(lowered.pte),
             payload_digests=lowered.payload_digests(), delegates=len(lowered.payloads),
@@ -148,6 +164,12 @@ def write_record(
         record["error"] = first_line(error)
         record["traceback"] = traceback.format_exc()[-3000:]
     record["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if probe is not None and lowered is not None and record["ok"]:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                record.update(probe.measure(lowered))
+        except Exception as error:  # the lowering's record stands without floors
+            record["floor_error"] = first_line(error)
     out.write_text(json.dumps(record))
 
 
@@ -203,6 +225,10 @@ def summarize(
             "pte_bytes": ok[0]["pte_bytes"] if ok else None,
             "decomposition_fallbacks": sorted({f for r in ok for f in r.get("decomposition_fallbacks", [])}),
         }
+        if ok and "floors" in ok[0]:  # the drop-in side's, from the run `stages` come from
+            per_side[side].update(floors=ok[0]["floors"], floor_parts=ok[0]["floor_parts"])
+        if any("floor_error" in r for r in ok):
+            per_side[side]["floor_error"] = next(r["floor_error"] for r in ok if "floor_error" in r)
     passed = [s for s in sides if per_side[s]["ok"]]
     coreml = target in COREML_TARGETS if coreml is None else coreml
     key = "payload_digests" if coreml else "pte_sha256"
@@ -242,6 +268,10 @@ def print_case(result: dict[str, Any]) -> None:
     elif result["passed_only_on"]:
         print(f"  !!! passes only on {result['passed_only_on']}", flush=True)
     for side, s in result["sides"].items():
+        if line := floor_line(s):
+            print(f"  {side}: {line}", flush=True)
+        if s.get("floor_error"):
+            print(f"  {side}: floors failed: {s['floor_error']}", flush=True)
         for fallback in s.get("decomposition_fallbacks", []):
             print(f"  {side}: run_decompositions re-traced the whole program: {fallback}", flush=True)
 

@@ -76,6 +76,8 @@ class Lowered:
     payloads: list[bytes]
     backend: str
     stages: dict[str, float] = field(default_factory=dict)
+    #: Nodes of the program handed to ``to_edge_transform_and_lower`` (`bench.floors` scales a walk by it).
+    lowering_input_nodes: int | None = None
 
     @property
     def pte_sha256(self) -> str:
@@ -150,12 +152,13 @@ def _public_flow(
         if prepare is None:
             with clock("export"):
                 program = torch.export.export(module, inputs)
+        nodes = len(program.graph.nodes)  # off the clock (a stored count)
         with clock("to_edge_transform_and_lower"):
             edge = to_edge_transform_and_lower(program, partitioner=[partitioner()])
         payloads = _delegate_payloads(edge)
         with clock("to_executorch"):
             pte = bytes(edge.to_executorch().buffer)
-    return Lowered(pte, payloads, backend, clock.stages)
+    return Lowered(pte, payloads, backend, clock.stages, nodes)
 
 
 # --- Arm --------------------------------------------------------------------------------------------------

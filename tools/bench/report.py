@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.floor_table import floor_section
+
 #: What a run's seconds cover, by the benchmark that wrote it (``runner`` in its JSON).
 CLOCKS = {
     "bench.realworld": "export → quantize → `to_edge_transform_and_lower` → `to_executorch`",
@@ -114,6 +116,7 @@ def table(reports: list[dict[str, Any]]) -> str:
             if ratios:
                 lines.append(f"Geomean {SIDE_LABELS[side]} / stock, {label}: "
                              f"{_geomean(ratios):.2f}x over {len(ratios)} cases (min {min(ratios):.2f}x).")  # fmt: skip
+    lines += floor_section(cases, SIDE_LABELS)
     fallbacks = [(c, s, f) for c in cases for s, v in c["sides"].items() for f in v.get("decomposition_fallbacks", [])]
     if fallbacks:
         lines += ["", "`run_decompositions` that took torch's whole-program re-trace on lowerkit's side, and why:", ""]

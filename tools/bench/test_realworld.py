@@ -130,3 +130,13 @@ def test_a_lowerkit_core_ml_side_preimports_no_executorch_core_ml_backend():
         [sys.executable, "-c", _PREIMPORT_THEN_CHECK, "dropin"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_drop_in_side_keeps_the_floors_of_the_run_its_stages_come_from():
+    runs = _runs(None)
+    runs[0] = {**runs[1], "side": "stock"}
+    runs[1] = {**runs[1], "stages": {"export": 1.0}, "floors": {"export": 0.5}, "floor_parts": {"changed_passes": 3}}
+    result = summarize("hf:gpt2_2l", "TOSA-1.0+INT", runs, ["stock", "dropin", "api"])
+    assert result["sides"]["dropin"]["floors"] == {"export": 0.5}
+    assert result["sides"]["dropin"]["floor_parts"] == {"changed_passes": 3}
+    assert "floors" not in result["sides"]["stock"]

@@ -49,3 +49,73 @@ def test_a_documented_fix_is_flagged_in_the_failures():
     report["cases"][0] = {**report["cases"][0], "sides": {**report["cases"][0]["sides"], "stock": stock},
                           "same": None, "ratios": {}, "passed_only_on": ["dropin"], "documented_fix": fix}  # fmt: skip
     assert f"passes on lowerkit's sides: documented fix `{fix}`" in table([report])
+
+
+def _with_floors(floors, stages=None, parts=None):
+    """`_report`'s case, its drop-in side holding stage seconds and their floors (as bench.realworld records)."""
+    report = _report(None)
+    dropin = report["cases"][0]["sides"]["dropin"]
+    dropin["stages"] = stages or {"export": 0.5, "quantize": 2.0, "re-export": 1.0,
+                                  "to_edge_transform_and_lower": 6.0, "to_executorch": 0.5}  # fmt: skip
+    dropin["floors"] = floors
+    dropin["floor_parts"] = parts or {"changed_passes": 36}
+    return report
+
+
+FLOORS = {"export": 0.5, "quantize": 0.25, "re-export": 0.001, "to_edge_transform_and_lower": 1.5, "to_executorch": 0.25}
+
+
+def test_each_stage_is_shown_as_a_multiple_of_its_floor_with_the_biggest_excess_named():
+    text = table([_with_floors(FLOORS)])
+    row = next(line for line in text.splitlines() if line.startswith("| `tv:resnet18`") and "floor" not in line
+               and "drop-in |" in line)  # fmt: skip
+    assert "| 0.50 / 0.50 = 1.0x | 2.00 / 0.25 = 8.0x | 1.00 / 0.001 = 1000x | 6.00 / 1.50 = 4.0x |" in row
+    assert "| 10.00 / 2.50 = 4.0x | to_edge_transform_and_lower (+4.50 s) | 36 |" in row
+    assert "Whole time / summed floors: geomean 4.0x over 1 cases (max 4.0x)." in text
+    assert "- re-export: one no-op walk over the re-exported graph." in text  # each floor's definition
+
+
+def test_the_biggest_excess_is_in_seconds_not_in_multiples():
+    floors = {**FLOORS, "to_edge_transform_and_lower": 5.9}  # to_edge: 1.02x but +0.1 s; quantize +1.75 s
+    assert "| quantize (+1.75 s) |" in table([_with_floors(floors)])
+
+
+def test_a_floor_not_measured_shows_no_multiple_and_no_whole():
+    text = table([_with_floors({**FLOORS, "to_edge_transform_and_lower": None})])
+    assert "| 6.00 / - |" in text
+    assert "Whole time / summed floors" not in text
+    assert "| quantize (+1.75 s) |" in text  # still the biggest among the measured ones
+
+
+def test_records_without_floors_show_no_floor_table():
+    assert "floor" not in table([_report(None)]).lower()  # JSON written before the floor column
+
+
+def test_only_the_cases_with_floors_get_a_row():
+    old, new = _report(None), _with_floors(FLOORS)
+    old["cases"][0] = {**old["cases"][0], "model": "tv:mobilenet_v2"}
+    text = table([old, new])
+    assert "Stage floors" in text
+    assert not any(line.startswith("| `tv:mobilenet_v2` | TOSA-1.0+INT | drop-in |") for line in text.splitlines())
+
+
+def test_a_flow_without_quantization_has_no_quantize_columns():
+    stages = {"export": 0.5, "to_edge_transform_and_lower": 6.0, "to_executorch": 0.5}
+    floors = {"export": 0.5, "to_edge_transform_and_lower": 3.0, "to_executorch": 0.25}
+    text = table([_with_floors(floors, stages)])
+    assert "quantize s / floor" not in text and "re-export s / floor" not in text
+    assert "| 7.00 / 3.75 = 1.9x | to_edge_transform_and_lower (+3.00 s) |" in text
+
+
+def test_a_failed_floor_measurement_is_listed():
+    report = _report(None)
+    report["cases"][0]["sides"]["dropin"]["floor_error"] = "RuntimeError: boom"
+    assert "- `tv:resnet18` TOSA-1.0+INT, drop-in: floors failed: `RuntimeError: boom`" in table([report])
+
+
+def test_the_console_line_gives_the_whole_and_the_biggest_excess():
+    from bench.floor_table import floor_line
+
+    side = _with_floors(FLOORS)["cases"][0]["sides"]["dropin"]
+    assert floor_line(side) == "10.00 s / floors 2.50 s = 4.0x, biggest excess to_edge_transform_and_lower +4.50 s"
+    assert floor_line(_report(None)["cases"][0]["sides"]["dropin"]) is None
