@@ -15,13 +15,14 @@ canonical Core ML payload digests.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.llm_flows import COREML_TARGETS, MODELS, SIDES, TARGETS, export, model_files
+from bench.llm_flows import ALL_TARGETS, COREML_TARGETS, MODELS, PREFILL_DECODE, SIDES, export, model_files
 from bench.realworld import run_cases, summarize, write_record
 from bench.realworld_flows import Lowered, preimport
 
@@ -33,6 +34,13 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
 
     def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
         preimport(side, target in COREML_TARGETS, "executorch.examples.models.llama.export_llama_lib")
+        if target == PREFILL_DECODE:  # the exporter's own module (lowerkit's side: bound to lowerkit's backend)
+            if side == "stock":
+                importlib.import_module("executorch.examples.apple.coreml.llama.export_static_llm_coreml")
+            else:
+                from lowerkit.coreml_preprocess.static_llm_export import static_llm_script
+
+                static_llm_script()
         model_files(model_name)
         record["imports_s"] = time.perf_counter() - start
         return lambda: export(side, model_name, target)
@@ -45,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", nargs=4, metavar=("SIDE", "MODEL", "TARGET", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--models", default="llama_2l", help=", ".join(MODELS))
-    parser.add_argument("--targets", default="tosa-int,coreml-c4w", help=", ".join(TARGETS))
+    parser.add_argument("--targets", default="tosa-int,coreml-c4w", help=", ".join(ALL_TARGETS))
     parser.add_argument("--sides", default=",".join(SIDES), help="stock first; any of " + ", ".join(SIDES))
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=2400.0, help="seconds per worker process")
@@ -58,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     models = [m for m in args.models.split(",") if m]
     targets = [t for t in args.targets.split(",") if t]
     sides = [s for s in args.sides.split(",") if s]
-    bad = [m for m in models if m not in MODELS] + [t for t in targets if t not in TARGETS] + [s for s in sides if s not in SIDES]
+    bad = [m for m in models if m not in MODELS] + [t for t in targets if t not in ALL_TARGETS] + [s for s in sides if s not in SIDES]
     if bad or args.repeat < 1:
-        raise SystemExit(f"unknown {', '.join(bad) or '--repeat'}; models: {', '.join(MODELS)}; targets: {', '.join(TARGETS)}")
+        raise SystemExit(f"unknown {', '.join(bad) or '--repeat'}; models: {', '.join(MODELS)}; targets: {', '.join(ALL_TARGETS)}")
     return run_cases(
         [(m, t) for m in models for t in targets], sides, repeat=args.repeat, timeout=args.timeout,
         json_path=args.json, argv=sys.argv[1:] if argv is None else argv, runner="bench.llm",

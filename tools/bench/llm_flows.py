@@ -13,6 +13,11 @@ Sides (`SIDES`):
   ``accelerated_arm_pipeline()``; Core ML: ``accelerated_coreml_llm_export()``, which has
   ``export_llama`` build lowerkit's Core ML partitioner).
 
+The ``coreml-prefill-decode`` target is ExecuTorch's other LLM exporter, the one with ``prefill`` and
+decode methods (``export_static_llm_coreml --multifunction``, `PREFILL` tokens, its defaults: fp16,
+8-bit embeddings, c4w linears): stock calls the script's ``main``; drop-in is lowerkit's
+``export_static_llm`` (the same ``main`` with lowerkit's Core ML backend).
+
 Every flow returns a `bench.realworld_flows.Lowered`: the ``.pte`` bytes and its delegates' payloads,
 read back from the file ``export_llama`` wrote (Core ML payloads are compared canonically).
 """
@@ -33,10 +38,16 @@ from lowerkit.cli import targets
 from lowerkit.cli.llm import dotlist
 from lowerkit.cli.llm import llm_config as parsed
 
-__all__ = ["COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "SIDES", "TARGETS", "export", "model_files"]
+__all__ = [
+    "ALL_TARGETS", "COREML_TARGETS", "MAX_SEQ_LEN", "MODELS", "PREFILL", "PREFILL_DECODE", "SIDES", "TARGETS", "export",
+    "model_files",
+]  # fmt: skip
 
 SIDES = ("stock", "dropin")
 MAX_SEQ_LEN = 64
+#: The prefill method's tokens of the ``coreml-prefill-decode`` target.
+PREFILL = 16
+PREFILL_DECODE = "coreml-prefill-decode"
 
 _LLAMA3 = {
     "dim": 512, "n_heads": 8, "n_kv_heads": 2, "vocab_size": 8192, "multiple_of": 256,
@@ -71,7 +82,8 @@ TARGETS: dict[str, dict[str, Any]] = {
     "coreml-c4w": _cli("coreml", **{"backend.coreml.quantize": "c4w"}),
     "coreml-8a-c8w": _cli("coreml-int8"),
 }
-COREML_TARGETS = tuple(t for t in TARGETS if t.startswith("coreml"))
+COREML_TARGETS = (*(t for t in TARGETS if t.startswith("coreml")), PREFILL_DECODE)
+ALL_TARGETS = (*TARGETS, PREFILL_DECODE)
 
 
 def _root() -> Path:
@@ -141,8 +153,42 @@ def _scopes(side: str, target: str) -> Iterator[None]:
         yield
 
 
+def _prefill_decode(side: str, name: str, clock: _Clock) -> Lowered:
+    """``export_static_llm_coreml --multifunction`` for model `name`, the `side` way: the ``.pte``, and
+    the multifunction Core ML models its delegates reference (in the .pte's named data), in order."""
+    import importlib
+    import sys
+
+    from lowerkit.cli.pte_file import read_named_data, read_plans
+
+    params, checkpoint = model_files(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "model.pte"
+        argv = [
+            "--checkpoint", str(checkpoint), "--params", str(params), "--output", str(output),
+            "--max_context_len", str(MAX_SEQ_LEN), "--input_len", str(PREFILL), "--multifunction",
+        ]  # fmt: skip
+        with clock("export_static_llm_coreml"):
+            if side == "stock":
+                script = importlib.import_module("executorch.examples.apple.coreml.llama.export_static_llm_coreml")
+                saved, sys.argv = sys.argv, [script.__name__, *argv]
+                try:
+                    script.main()
+                finally:
+                    sys.argv = saved
+            else:
+                from lowerkit.coreml_preprocess.static_llm_export import export_static_llm
+
+                export_static_llm(argv)
+        pte = output.read_bytes()
+    named = read_named_data(pte)
+    keys = [json.loads(d.payload[4:])["key"] for plan in read_plans(pte) for d in plan.delegates]
+    return Lowered(pte, [named[key] for key in dict.fromkeys(keys)], "coreml", clock.stages)
+
+
 def export(side: str, name: str, target: str) -> Lowered:
-    """``export_llama`` for model `name` and `target`, the `side` way; the ``.pte`` it wrote."""
+    """``export_llama`` for model `name` and `target` (`PREFILL_DECODE`: the prefill + decode
+    exporter), the `side` way; the ``.pte`` it wrote."""
     from executorch.examples.models.llama.export_llama_lib import export_llama
 
     from lowerkit.cli.pte_file import read_plans
@@ -150,6 +196,8 @@ def export(side: str, name: str, target: str) -> Lowered:
     if side not in SIDES:
         raise ValueError(f"unknown side {side!r}; use one of {SIDES}")
     clock = _Clock()
+    if target == PREFILL_DECODE:
+        return _prefill_decode(side, name, clock)
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "model.pte"
         config = llm_config(overrides(name, target, output))

@@ -426,6 +426,8 @@ def _generated_names(spec: Any) -> dict[str, str]:
     ExecuTorch does that by itself: timm's EdgeNeXt to Core ML fp16 names two transposes the
     other way round after an unrelated allocation before the lowering. Values are named by
     where they are defined, so two programs differing only in those names compare equal.
+    Functions and block specializations are protobuf maps, whose iteration order varies from
+    process to process: they are visited in name order (a multifunction model's functions).
     """
     names: dict[str, str] = {}
 
@@ -440,8 +442,8 @@ def _generated_names(spec: Any) -> dict[str, str]:
             for inner in operation.blocks:
                 visit(inner, kept)
 
-    for function in spec.mlProgram.functions.values():
-        for block in function.block_specializations.values():
+    for _, function in sorted(spec.mlProgram.functions.items()):
+        for _, block in sorted(function.block_specializations.items()):
             visit(block, {value.name for value in function.inputs} | set(block.outputs))
     return names
 

@@ -111,6 +111,26 @@ def test_generated_value_names_do_not_count_in_the_canonical_spec():
     assert _canonical_spec(_program("transpose_0", "transpose_1", "sigmoid"))[0] != one
 
 
+def test_a_multifunction_models_functions_are_named_in_name_order_not_map_order():
+    """A multifunction model's functions are a protobuf map, iterated in an order that varies from
+    process to process: the canonical names must not follow it (the prefill + decode export)."""
+    import coremltools as ct
+
+    from bench.realworld_flows import _generated_names
+
+    def spec(functions: tuple[str, ...]) -> object:
+        model = ct.proto.Model_pb2.Model()
+        for name in functions:
+            block = model.mlProgram.functions[name].block_specializations["CoreML8"]
+            op = block.operations.add()
+            op.outputs.add().name = f"{name}_transpose_0"
+            block.outputs.append("out")
+        return model
+
+    names = _generated_names(spec(("prefill", "forward")))
+    assert names == _generated_names(spec(("forward", "prefill"))) == {"forward_transpose_0": "%0", "prefill_transpose_0": "%1"}
+
+
 _PREIMPORT_THEN_CHECK = """
 import sys
 from bench.realworld_flows import preimport

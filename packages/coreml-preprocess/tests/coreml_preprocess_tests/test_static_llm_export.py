@@ -68,7 +68,9 @@ def test_the_compile_spec_helpers_give_executorchs_specs() -> None:
 
 def test_the_script_binds_lowerkits_names_and_leaves_no_stand_in_behind() -> None:
     before = {name: sys.modules.get(name) for name in _upstream.STATIC_LLM_SCRIPT_IMPORTS}
-    script = _upstream.static_llm_script(CoreMLBackend, MultimethodWeightSharing, CoreMLPartitioner)
+    from lowerkit.coreml_preprocess.static_llm_export import static_llm_script
+
+    script = static_llm_script()
     assert script.CoreMLBackend is CoreMLBackend
     assert script.CoreMLPartitioner is CoreMLPartitioner
     assert script.MULTIMETHOD_WEIGHT_SHARING_STRATEGY is MultimethodWeightSharing

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 
 from lowerkit.coreml_preprocess import _upstream
 from lowerkit.coreml_preprocess.versions import PROVEN_ON
@@ -22,7 +23,7 @@ from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 
-__all__ = ["STATIC_LLM_SCRIPT", "export_static_llm"]
+__all__ = ["STATIC_LLM_SCRIPT", "export_static_llm", "static_llm_script"]
 
 STATIC_LLM_SCRIPT = _upstream.STATIC_LLM_SCRIPT
 
@@ -38,16 +39,21 @@ def _arguments(argv: Sequence[str]) -> Iterator[None]:
         sys.argv = saved
 
 
+def static_llm_script() -> ModuleType:
+    """ExecuTorch's ``export_static_llm_coreml`` module with lowerkit's Core ML names (loaded once)."""
+    from lowerkit.coreml_preprocess.backend import CoreMLBackend
+    from lowerkit.coreml_preprocess.options import MultimethodWeightSharing
+    from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
+
+    return _upstream.static_llm_script(CoreMLBackend, MultimethodWeightSharing, CoreMLPartitioner)
+
+
 def export_static_llm(argv: Sequence[str]) -> None:
     """Run ``export_static_llm_coreml`` with its command-line arguments `argv`, lowerkit's way.
 
     A bad argument exits as ``argparse`` does (``SystemExit`` 2, its message on stderr).
     """
-    from lowerkit.coreml_preprocess.backend import CoreMLBackend
-    from lowerkit.coreml_preprocess.options import MultimethodWeightSharing
-    from lowerkit.coreml_preprocess.partitioner import CoreMLPartitioner
-
-    script = _upstream.static_llm_script(CoreMLBackend, MultimethodWeightSharing, CoreMLPartitioner)
+    script = static_llm_script()
     with proven_scope(
         "lowerkit-coreml-preprocess", PROVEN_ON, "export_static_llm", accelerated_quantization(), accelerated_lowering()
     ), _arguments(argv):  # fmt: skip
