@@ -22,7 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.llm_flows import ALL_TARGETS, COREML_TARGETS, MODELS, PREFILL_DECODE, SIDES, export, model_files
+from bench.llm_flows import (
+    ALL_TARGETS,
+    COREML_TARGETS,
+    MODELS,
+    PREFILL_DECODE,
+    SIDES,
+    export,
+    model_files,
+)
 from bench.realworld import run_cases, summarize, write_record
 from bench.realworld_flows import Lowered, preimport
 
