@@ -4,22 +4,7 @@
 stage's time can be read as a multiple of its floor (`bench.floor_table`). `FloorProbe.hooks()`
 wraps, while the flow runs, the calls that are a floor themselves (only a clock around each; nothing
 they do changes); `FloorProbe.measure()`, after the flow and off its clock, re-runs alone what can be
-re-run. The floors (`FLOOR_DEFINITIONS` says the same in the generated table):
-
-* ``export``: the flow's own export (the ``torch.export`` call cannot be skipped), or a plain
-  ``torch.export.export`` of the same module and inputs re-run after the flow (outside lowerkit's
-  scopes, warm) when that is faster;
-* ``quantize``: the eager module's forward passes over the calibration batches (``no_grad``), plus one
-  no-op walk over the exported graph;
-* ``re-export``: one no-op walk over the re-exported graph (the converted graph already holds what it
-  needs);
-* ``to_edge_transform_and_lower``: the backend's own compiler / serializer, timed in the run: Arm,
-  every call into ``tosa_serializer.TosaSerializer`` (building and writing the TOSA flatbuffer) and,
-  Ethos-U, the backend's ``vela_compile``; Core ML, coremltools' MIL backend ``load`` (the MIL program
-  to the Core ML spec and weight file) — plus one no-op walk over the lowering's input graph per
-  ``torch.fx`` pass (a ``PassBase``, outermost only) that reported a change inside the call;
-* ``to_executorch``: ExecuTorch's emit + serialization (``ExecutorchProgramManager.__init__`` and
-  ``.buffer``), timed in the run.
+re-run. What each stage's floor is: `FLOOR_DEFINITIONS` (the generated table states them).
 
 A no-op walk touches each node's op, target, args, kwargs, users and ``meta["val"]``; its per-node cost
 is measured on the floor's export and scaled to the other graphs' node counts.
