@@ -12,12 +12,14 @@ without one gets a warning (the program builds, but nothing can generate text fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from lowerkit.cli import llm, targets
+from lowerkit.cli.backend import Backend
 from lowerkit.cli.cache.cached import CacheSettings
 from lowerkit.cli.errors import UsageError
 from lowerkit.cli.options import Target
@@ -56,42 +58,69 @@ def lower(
     if output.suffix != ".pte":
         raise UsageError(f"--task {hf_llm.TASK} writes a .pte: name the output FILE.pte, not '{output}'")
     backend = targets.backend_of(target)
-    overridden = backend.llm_overrides(target) if prefill is None else None
-    flags = backend.llm_prefill_decode_flags(target) if prefill is not None else None
-    if overridden is None and flags is None:
-        raise UsageError(_no_such_target(target, prefill))
-    if prefill is not None and prefill >= max_seq_len:
-        raise UsageError(f"--prefill {prefill} leaves no room in the KV cache: make it less than --max-seq-len ({max_seq_len})")
     folder = Path(model.removeprefix("hf:"))
-    with steps.step("convert the weights"):
-        prepared = hf_llm.prepare(folder, keep=cache.enabled)
-    try:
-        if flags is not None:
-            from lowerkit.cli import prefill_decode
-
-            refusal = prepared.family.no_prefill_decode
-            if refusal is not None:
-                raise UsageError(f"ExecuTorch's prefill + decode export cannot build {prepared.family.title}: {refusal}")
-
-            flags = [
-                "--max_context_len", str(max_seq_len), "--input_len", str(prefill), "--multifunction",
-                *flags, *prefill_decode.flags_of(overrides),
-            ]  # fmt: skip
-            inputs = {"--checkpoint": prepared.checkpoint, "--params": prepared.params}
-            done = prefill_decode.export(backend, flags, inputs, output, cache=cache, steps=steps)
-        else:
-            values = hf_llm.llm_values(prepared, overridden or {}, max_seq_len=max_seq_len, output=output)
-            config = llm.llm_config(None, [*llm.dotlist(values), *overrides], light=True)
-            done = llm.export(config, cache=cache, steps=steps)
-    finally:
-        if not cache.enabled:
-            shutil.rmtree(prepared.checkpoint.parent, ignore_errors=True)
+    if prefill is None:
+        done = _export_llm(backend, target, folder, output, max_seq_len, overrides, cache=cache, steps=steps)
+    else:
+        done = _prefill_decode(backend, target, folder, output, max_seq_len, prefill, overrides, cache=cache, steps=steps)
     tokenizer = hf_llm.tokenizer_of(folder)
     if tokenizer is None:
         done.warnings.append(
             f"{folder} has no {' or '.join(hf_llm.TOKENIZER_FILES)}: ExecuTorch's LLM runner needs one to generate text"
         )
     return dataclasses.replace(done, tokenizer=tokenizer)
+
+
+def _export_llm(
+    backend: Backend, target: Target, folder: Path, output: Path, max_seq_len: int, overrides: Sequence[str], *,
+    cache: CacheSettings, steps: Steps,
+) -> llm.LlmExport:
+    """ExecuTorch's LLM export of `folder` (``export_llama``, one ``forward``)."""
+    settings = backend.llm_overrides(target)
+    if settings is None:
+        raise UsageError(_no_such_target(target, None))
+    with _converted(folder, cache, steps) as prepared:
+        values = hf_llm.llm_values(prepared, settings, max_seq_len=max_seq_len, output=output)
+        config = llm.llm_config(None, [*llm.dotlist(values), *overrides], light=True)
+        return llm.export(config, cache=cache, steps=steps)
+
+
+def _prefill_decode(
+    backend: Backend, target: Target, folder: Path, output: Path, max_seq_len: int, prefill: int,
+    overrides: Sequence[str], *, cache: CacheSettings, steps: Steps,
+) -> llm.LlmExport:
+    """The backend's prefill + decode export of `folder` (`prefill_decode`)."""
+    from lowerkit.cli import prefill_decode
+
+    target_flags = backend.llm_prefill_decode_flags(target)
+    if target_flags is None:
+        raise UsageError(_no_such_target(target, prefill))
+    if prefill >= max_seq_len:
+        raise UsageError(f"--prefill {prefill} leaves no room in the KV cache: make it less than --max-seq-len ({max_seq_len})")
+    config = hf_llm.read_config(folder)
+    hf_llm.check_max_seq_len(config, max_seq_len)
+    family = hf_llm.family_of(config, folder)
+    if family.no_prefill_decode is not None:
+        raise UsageError(f"ExecuTorch's prefill + decode export cannot build {family.title}: {family.no_prefill_decode}")
+    flags = [
+        "--max_context_len", str(max_seq_len), "--input_len", str(prefill), "--multifunction",
+        *target_flags, *prefill_decode.flags_of(overrides),
+    ]  # fmt: skip
+    with _converted(folder, cache, steps) as prepared:
+        inputs = {"--checkpoint": prepared.checkpoint, "--params": prepared.params}
+        return prefill_decode.export(backend, flags, inputs, output, cache=cache, steps=steps)
+
+
+@contextlib.contextmanager
+def _converted(folder: Path, cache: CacheSettings, steps: Steps) -> Iterator[hf_llm.Prepared]:
+    """`folder` converted for ExecuTorch (kept in the cache folder; with the cache off, removed after)."""
+    with steps.step("convert the weights"):
+        prepared = hf_llm.prepare(folder, keep=cache.enabled)
+    try:
+        yield prepared
+    finally:
+        if not cache.enabled:
+            shutil.rmtree(prepared.checkpoint.parent, ignore_errors=True)
 
 
 def _no_such_target(target: Target, prefill: int | None) -> str:

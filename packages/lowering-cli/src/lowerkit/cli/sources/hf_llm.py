@@ -26,8 +26,8 @@ from lowerkit.cli.errors import UsageError
 from lowerkit.cli.sources.options import LLM_TASK as TASK
 
 __all__ = [
-    "DEFAULT_MAX_SEQ_LEN", "FAMILIES", "TASK", "TOKENIZER_FILES", "Family", "Prepared", "family_of", "llm_values", "params_of",
-    "prepare", "tokenizer_of",
+    "DEFAULT_MAX_SEQ_LEN", "FAMILIES", "TASK", "TOKENIZER_FILES", "Family", "Prepared", "check_max_seq_len", "family_of",
+    "llm_values", "params_of", "prepare", "read_config", "tokenizer_of",
 ]  # fmt: skip
 
 #: `--max-seq-len` when not given: the KV cache's positions (prompt and generated tokens).
@@ -87,7 +87,7 @@ def tokenizer_of(folder: Path) -> Path | None:
     return next((folder / name for name in TOKENIZER_FILES if (folder / name).is_file()), None)
 
 
-def _read_config(folder: Path) -> dict[str, Any]:
+def read_config(folder: Path) -> dict[str, Any]:
     from lowerkit.cli.sources.hf import check_folder
 
     try:
@@ -206,7 +206,7 @@ def _folder_digest(folder: Path, family: Family) -> str:
 
 def prepare(folder: Path, *, keep: bool) -> Prepared:
     """Convert `folder` (see the module docstring); `keep`: in lowerkit's cache folder, once per content."""
-    config = _read_config(folder)
+    config = read_config(folder)
     family = family_of(config, folder)
     params = params_of(config, folder)  # its errors before any conversion
     if keep:
@@ -230,11 +230,16 @@ def prepare(folder: Path, *, keep: bool) -> Prepared:
     return Prepared(converted / "checkpoint.pth", converted / "params.json", family, config)
 
 
-def llm_values(prepared: Prepared, backend: dict[str, Any], *, max_seq_len: int, output: Path) -> dict[str, Any]:
-    """Every ``LlmConfig`` field the export sets, as dotted keys (``export_llm``'s overrides)."""
-    limit = prepared.config.get("max_position_embeddings")
+def check_max_seq_len(config: dict[str, Any], max_seq_len: int) -> None:
+    """A UsageError when `max_seq_len` is more than the model's positions (config.json)."""
+    limit = config.get("max_position_embeddings")
     if limit is not None and max_seq_len > int(limit):
         raise UsageError(f"--max-seq-len {max_seq_len} is more than the model's {limit} positions")
+
+
+def llm_values(prepared: Prepared, backend: dict[str, Any], *, max_seq_len: int, output: Path) -> dict[str, Any]:
+    """Every ``LlmConfig`` field the export sets, as dotted keys (``export_llm``'s overrides)."""
+    check_max_seq_len(prepared.config, max_seq_len)
     values: dict[str, Any] = {
         "base.model_class": prepared.family.model_class,
         "base.checkpoint": str(prepared.checkpoint), "base.params": str(prepared.params),
