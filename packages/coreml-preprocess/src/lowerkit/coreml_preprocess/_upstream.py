@@ -21,6 +21,8 @@ import executorch.exir.backend.backend_details as _backend_details
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from torch._ops import OpOverload as OpOverload
 
+from lowerkit.pass_infra.helpers.stand_ins import modules_standing_in
+
 #: ExecuTorch's module that defines its own ``CoreMLBackend`` (must not share a process with ours).
 EXECUTORCH_COREML_PREPROCESS_MODULE = "executorch.backends.apple.coreml.compiler.coreml_preprocess"
 #: ExecuTorch's Core ML packages whose import defines that class.
@@ -274,18 +276,10 @@ def static_llm_script(backend: type, strategy: type, partitioner: type) -> Modul
     stand_in.CoreMLBackend = backend  # type: ignore[attr-defined]
     stand_in.MULTIMETHOD_WEIGHT_SHARING_STRATEGY = strategy  # type: ignore[attr-defined]
     stand_in.CoreMLPartitioner = partitioner  # type: ignore[attr-defined]
-    saved = {name: sys.modules.get(name) for name in STATIC_LLM_SCRIPT_IMPORTS}
     spec = importlib.util.spec_from_file_location(_STATIC_LLM_SCRIPT_PRIVATE, found.origin)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    try:
-        sys.modules.update(dict.fromkeys(STATIC_LLM_SCRIPT_IMPORTS, stand_in))
+    with modules_standing_in(dict.fromkeys(STATIC_LLM_SCRIPT_IMPORTS, stand_in)):
         spec.loader.exec_module(module)
-    finally:
-        for name, previous in saved.items():
-            if previous is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = previous
     sys.modules[_STATIC_LLM_SCRIPT_PRIVATE] = module
     return module

@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import importlib
 import importlib.util
-import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,17 +75,11 @@ class _NoCheckpointer:
 def _torchtune_stand_ins() -> Iterator[None]:
     from executorch.examples.models.checkpoint import get_mapped_key
 
+    from lowerkit.pass_infra.helpers.stand_ins import modules_standing_in
+
     names = ("torchtune", "torchtune.models", "torchtune.models.convert_weights", "torchtune.training")
-    saved = {name: sys.modules.get(name) for name in names}
     modules = {name: types.ModuleType(name) for name in names}
     modules["torchtune.models.convert_weights"].get_mapped_key = get_mapped_key  # type: ignore[attr-defined]
     modules["torchtune.training"].FullModelHFCheckpointer = _NoCheckpointer  # type: ignore[attr-defined]
-    sys.modules.update(modules)
-    try:
+    with modules_standing_in(modules):
         yield
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
