@@ -74,7 +74,7 @@ def _run(backend: Backend, argv: list[str], folder: Path) -> bytes:
             f"the {backend.title} prefill + decode export refused a flag (its message is above); "
             "--llm-override KEY=VALUE gives it --KEY VALUE, e.g. dtype=fp32"
         ) from None
-    except (AssertionError, ValueError, NotImplementedError, KeyError) as error:
+    except (AssertionError, ValueError, NotImplementedError, KeyError, RuntimeError) as error:
         raise LoweringError(f"prefill + decode export: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
     return pte.read_bytes()
 

@@ -68,7 +68,10 @@ FAMILIES: dict[str, Family] = {
         {"use_qk_norm": True, "qk_norm_before_rope": True},
         no_prefill_decode="it loads no q / k norm weights, and coremltools cannot convert its float16 RMSNorm of them",
     ),
-    "phi3": Family("Phi-4-mini", ("phi_4_mini.convert_weights", "phi_4_hf_to_meta"), "phi_4_mini"),
+    "phi3": Family(
+        "Phi-4-mini", ("phi_4_mini.convert_weights", "phi_4_hf_to_meta"), "phi_4_mini",
+        no_prefill_decode="its static attention rotates whole heads, and Phi-4-mini rotates 3/4 of each (partial_rotary_factor)",
+    ),
 }  # fmt: skip
 
 

@@ -60,7 +60,8 @@ def rows(*, check: bool) -> list[dict[str, Any]]:
     found += [
         {"model": f"hf:DIR ({model_type})", "source": "hf", "buildable": transformers != "absent",
          "weights": "the folder's *.safetensors, converted by ExecuTorch's converter",
-         "status": f"--task {hf_llm.TASK}: {family.title} (ExecuTorch's LLM export: KV cache, runner metadata)"}
+         "status": f"--task {hf_llm.TASK}: {family.title} (ExecuTorch's LLM export: KV cache, runner metadata; "
+                   f"--prefill: {'no' if family.no_prefill_decode else 'Core ML'})"}
         for model_type, family in hf_llm.FAMILIES.items()
     ]  # fmt: skip
     return found
