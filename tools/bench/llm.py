@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +43,10 @@ def worker(side: str, model_name: str, target: str, out: Path) -> None:
 
     def prepare(record: dict[str, Any]) -> Callable[[], Lowered]:
         preimport(side, target in COREML_TARGETS, "executorch.examples.models.llama.export_llama_lib")
+        if target.startswith("vgf"):  # where ExecuTorch's VGF backend looks for Arm's converter (its docs), both sides
+            from lowerkit.arm_passes.converter import packaged_model_converter
+
+            os.environ.setdefault("MODEL_CONVERTER_PATH", str(packaged_model_converter()))
         if target == PREFILL_DECODE:  # the exporter's own module (lowerkit's side: bound to lowerkit's backend)
             if side == "stock":
                 importlib.import_module("executorch.examples.apple.coreml.llama.export_static_llm_coreml")
