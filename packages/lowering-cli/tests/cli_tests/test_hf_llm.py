@@ -120,3 +120,43 @@ def test_overrides_become_the_prefill_and_decode_exporters_flags() -> None:
     ]  # fmt: skip
     with pytest.raises(UsageError, match="'--dtype' is not a KEY=VALUE flag"):
         flags_of(["--dtype"])
+
+
+def test_the_prefill_and_decode_export_is_cached_by_flags_and_input_content(tmp_path: Path) -> None:
+    """A second export with the same flags and input files is a hit (the same bytes, the exporter not
+    run); another flag or another checkpoint content is a miss. The exporter here writes its argv."""
+    from dataclasses import dataclass, field
+
+    from lowerkit.cli import prefill_decode
+    from lowerkit.cli.cache.cached import CacheSettings
+    from lowerkit.cli.cache.store import LocalStore
+    from lowerkit.cli.llm import LlmExport
+    from lowerkit.cli.progress import Steps
+
+    @dataclass
+    class Exporter:
+        family: str = "coreml"
+        title: str = "Core ML"
+        runs: list[list[str]] = field(default_factory=list)
+
+        def export_llm_prefill_decode(self, argv: list[str]) -> None:
+            self.runs.append(list(argv))
+            Path(argv[argv.index("--output") + 1]).write_text(" ".join(argv[: argv.index("--checkpoint")]))
+
+    checkpoint, params = tmp_path / "model.pth", tmp_path / "params.json"
+    checkpoint.write_bytes(b"weights")
+    params.write_text("{}")
+    inputs = {"--checkpoint": checkpoint, "--params": params}
+    cache, exporter = CacheSettings(local=LocalStore(tmp_path / "cache")), Exporter()
+
+    def export(flags: list[str], output: str) -> LlmExport:
+        return prefill_decode.export(exporter, flags, inputs, tmp_path / output, cache=cache, steps=Steps(show=False))  # type: ignore[arg-type]
+
+    first = export(["--input_len", "8"], "a.pte")
+    again = export(["--input_len", "8"], "b.pte")
+    assert (first.cache, again.cache, len(exporter.runs)) == ("miss", "hit", 1)
+    assert (tmp_path / "b.pte").read_bytes() == (tmp_path / "a.pte").read_bytes() == b"--input_len 8"
+    assert export(["--input_len", "16"], "c.pte").cache == "miss"
+    checkpoint.write_bytes(b"other weights")
+    assert export(["--input_len", "8"], "d.pte").cache == "miss"
+    assert not list(tmp_path.glob(".lowerkit-prefill-decode-*"))  # the staging folders are gone
