@@ -38,6 +38,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "coremltools.converters.mil.mil.program:Program.validate": ("6272d10e561b2990", "coreml-preprocess _upstream_faster_conversion.check_essential_scope"),
     "coremltools.optimize.coreml._config:OptimizationConfig._get_const_op_config": ("78292a693fa0a6ff", "coreml-preprocess compression.apply_weight_compression (settings by const op name)"),
     "executorch.extension.llm.export.partitioner_lib:get_coreml_partitioner": ("fa4b1e36e622a2d6", "coreml-preprocess llm_export.coreml_partitioner (its checks, options and take_over_mutable_buffer)"),
+    "executorch.extension.llm.export.quantizer_lib:get_coreml_quantizer": ("4062d3da2624acfe", "coreml-preprocess llm_export.coreml_quantizer (the coreml_8a_c8w config)"),
     "coremltools.optimize.coreml._quantization_passes:palettize_weights.blockwise_compress": ("f81b8a02a97018af", "coreml-preprocess compression._group_check (groups not divisible are skipped)"),
 }
 

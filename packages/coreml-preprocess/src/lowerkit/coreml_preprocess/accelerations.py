@@ -14,7 +14,7 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
     Acceleration(
         LLM_PARTITIONER,
         ("accelerated_coreml_llm_export()",),
-        "`export_llama` to Core ML: lowerkit's Core ML partitioner",
+        "`export_llama` to Core ML: lowerkit's Core ML partitioner and pt2e quantizer",
     ),
     Acceleration(
         COREML_SCOPE,

@@ -5,8 +5,11 @@
 `accelerated_coreml_llm_export` that function builds lowerkit's `CoreMLPartitioner` with the same
 options instead (`coreml_partitioner`): the same Core ML model (the canonical payload; lowerkit names
 it from its content where ExecuTorch writes a random id) from lowerkit's faster, deterministic
-preprocess, and ExecuTorch's generic stages run inside pass-infra's accelerated scopes. ExecuTorch's
-own Core ML backend must not be loaded in that process (see ``conflict``).
+preprocess, and ExecuTorch's generic stages run inside pass-infra's accelerated scopes. Its pt2e
+Core ML quantizer (``quantizer_lib.get_coreml_quantizer``, ``coreml_8a_c8w``) is coreml-quantizer's
+``CoreMLQuantizer`` with ExecuTorch's config: the same annotations, without ExecuTorch's ~400 strict
+pattern exports per ``prepare_pt2e`` (`coreml_quantizer`). ExecuTorch's own Core ML backend must not
+be loaded in that process (see ``conflict``).
 
     from executorch.examples.models.llama.export_llama_lib import export_llama
     from lowerkit.coreml_preprocess import accelerated_coreml_llm_export
@@ -29,7 +32,7 @@ from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 
-__all__ = ["LLM_PARTITIONER", "accelerated_coreml_llm_export", "coreml_partitioner"]
+__all__ = ["LLM_PARTITIONER", "accelerated_coreml_llm_export", "coreml_partitioner", "coreml_quantizer"]
 
 #: ``coreml_quantize`` -> ExecuTorch's ``op_linear_quantizer_config`` for it.
 _WEIGHT_QUANTIZATION: dict[str, dict[str, Any]] = {
@@ -77,6 +80,39 @@ def coreml_partitioner(
     return CoreMLPartitioner(compile_specs=options, take_over_mutable_buffer=False)
 
 
+def coreml_quantizer(pt2e_quantize: str) -> Any:
+    """``quantizer_lib.get_coreml_quantizer``: for ``coreml_8a_c8w`` coreml-quantizer's
+    ``CoreMLQuantizer`` with ExecuTorch's config (affine, quint8 activations, per-channel qint8
+    weights); any other value ExecuTorch's own function (its quantizer, or its error)."""
+    if pt2e_quantize != "coreml_8a_c8w":
+        return _upstream_quantizer_lib().get_coreml_quantizer(pt2e_quantize)
+    import torch
+    from coremltools.optimize.torch.quantization.quantization_config import (
+        LinearQuantizerConfig,
+        QuantizationScheme,
+    )
+
+    from lowerkit.coreml_quantizer import CoreMLQuantizer
+
+    config = LinearQuantizerConfig.from_dict(
+        {
+            "global_config": {
+                "quantization_scheme": QuantizationScheme.affine,
+                "activation_dtype": torch.quint8,
+                "weight_dtype": torch.qint8,
+                "weight_per_channel": True,
+            }
+        }
+    )
+    return CoreMLQuantizer(config)
+
+
+def _upstream_quantizer_lib() -> Any:
+    from executorch.extension.llm.export import quantizer_lib
+
+    return quantizer_lib
+
+
 def _replacements() -> list[Replacement]:
     from executorch.examples.models.llama import export_llama_lib
     from executorch.extension.llm.export import partitioner_lib
@@ -84,10 +120,11 @@ def _replacements() -> list[Replacement]:
     return [
         Replacement(partitioner_lib, "get_coreml_partitioner", coreml_partitioner),
         Replacement(export_llama_lib, "get_coreml_partitioner", coreml_partitioner),  # imported by name
+        Replacement(export_llama_lib, "get_coreml_quantizer", coreml_quantizer),  # imported by name
     ]
 
 
-#: ExecuTorch's LLM export builds lowerkit's Core ML partitioner (held by `accelerated_coreml_llm_export`).
+#: ExecuTorch's LLM export builds lowerkit's Core ML partitioner and quantizer (held by `accelerated_coreml_llm_export`).
 LLM_PARTITIONER = Patch("lowerkit.coreml_preprocess.llm_export", _replacements)
 
 
