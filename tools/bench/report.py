@@ -5,7 +5,8 @@
 
 ``--write`` replaces what lies between `BEGIN` and `END` in the file (appending both markers if
 absent) and leaves the rest as it is. Several JSON files (e.g. the shards of one run) are merged
-in the order given.
+in the order given; a case (model x target) measured in more than one of them is reported from the
+last, the earlier figures named under the table ("measured again").
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def _geomean_groups(cases: list[dict[str, Any]]) -> list[tuple[str, set[str]]]:
 
 def table(reports: list[dict[str, Any]]) -> str:
     """The Markdown section: how it was run, one row per model x target, failures, geomeans."""
-    cases = [c for r in reports for c in r["cases"]]
+    every = [(c, r) for r in reports for c in r["cases"]]
+    latest = {(c["model"], c["target"]): c for c, _ in every}
+    cases = [c for c, _ in every if latest[(c["model"], c["target"])] is c]
+    superseded = [(c, r) for c, r in every if latest[(c["model"], c["target"])] is not c]
     sides = list(dict.fromkeys(s for c in cases for s in c["sides"]))
     runner = _runner(reports)
     lines = []
@@ -116,6 +120,12 @@ def table(reports: list[dict[str, Any]]) -> str:
             if ratios:
                 lines.append(f"Geomean {SIDE_LABELS[side]} / stock, {label}: "
                              f"{_geomean(ratios):.2f}x over {len(ratios)} cases (min {min(ratios):.2f}x).")  # fmt: skip
+    if superseded:
+        lines += ["", "Measured again (the table has the later run); the earlier figures:", ""]
+        for c, r in superseded:
+            ratios = ", ".join(f"{SIDE_LABELS[s]} {v:.2f}x" for s, v in c["ratios"].items()) or "no ratio"
+            lines.append(f"- `{c['model']}` {c['target']} at lowerkit {r['machine'].get('lowerkit_commit') or '?'} "
+                         f"({r['machine']['started']}): {ratios}")  # fmt: skip
     lines += floor_section(cases, SIDE_LABELS)
     fallbacks = [(c, s, f) for c in cases for s, v in c["sides"].items() for f in v.get("decomposition_fallbacks", [])]
     if fallbacks:

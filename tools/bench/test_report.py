@@ -41,6 +41,16 @@ def test_geomeans_per_target_and_per_backend_with_several_targets():
     assert "Core ML" not in text  # no Core ML case, and one target is no backend line of its own
 
 
+def test_a_case_measured_again_is_reported_from_the_later_run_the_earlier_named():
+    before, after = _report(None), _report(None)
+    before["machine"] = {**before["machine"], "lowerkit_commit": "old1234"}
+    after["cases"][0] = {**after["cases"][0], "ratios": {"dropin": 8.0}}
+    text = table([before, after])
+    assert text.count("| `tv:resnet18` | TOSA-1.0+INT |") == 1
+    assert "Geomean drop-in / stock, TOSA-1.0+INT: 8.00x over 1 cases (min 8.00x)." in text
+    assert "- `tv:resnet18` TOSA-1.0+INT at lowerkit old1234 (2026-12-02 08:00:00 UTC): drop-in 2.00x" in text
+
+
 def test_a_documented_fix_is_flagged_in_the_failures():
     report = _report(None)
     stock = {"ok": False, "error": "AttributeError: 'Parameter' object has no attribute 'to_tensor'", "median_s": None,
