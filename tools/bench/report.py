@@ -123,9 +123,9 @@ def table(reports: list[dict[str, Any]]) -> str:
     if superseded:
         lines += ["", "Measured again (the table has the later run); the earlier figures:", ""]
         for c, r in superseded:
-            ratios = ", ".join(f"{SIDE_LABELS[s]} {v:.2f}x" for s, v in c["ratios"].items()) or "no ratio"
+            earlier = ", ".join(f"{SIDE_LABELS[s]} {v:.2f}x" for s, v in c["ratios"].items()) or "no ratio"
             lines.append(f"- `{c['model']}` {c['target']} at lowerkit {r['machine'].get('lowerkit_commit') or '?'} "
-                         f"({r['machine']['started']}): {ratios}")  # fmt: skip
+                         f"({r['machine']['started']}): {earlier}")  # fmt: skip
     lines += floor_section(cases, SIDE_LABELS)
     fallbacks = [(c, s, f) for c in cases for s, v in c["sides"].items() for f in v.get("decomposition_fallbacks", [])]
     if fallbacks:
