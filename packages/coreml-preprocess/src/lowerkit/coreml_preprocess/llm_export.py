@@ -92,7 +92,7 @@ def coreml_quantizer(pt2e_quantize: str) -> Any:
         QuantizationScheme,
     )
 
-    from lowerkit.coreml_quantizer import CoreMLQuantizer
+    from lowerkit.coreml_quantizer.quantizer import CoreMLQuantizer
 
     config = LinearQuantizerConfig.from_dict(
         {
