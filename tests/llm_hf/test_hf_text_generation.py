@@ -241,15 +241,13 @@ def _methods(pte: bytes) -> tuple[list[tuple[Any, ...]], list[str], dict[str, An
     the values of the methods without delegates)."""
     from executorch.runtime import Runtime
 
-    from bench.realworld_flows import canonical_payload_digest
-    from lowerkit.cli.pte_file import read_named_data
+    from bench.realworld_flows import canonical_payload_digest, referenced_models
 
-    named = read_named_data(pte)
-    shapes, models = [], []
+    shapes = []
     for plan in read_plans(pte):
         delegates = [(d.backend_id, d.compile_specs, json.loads(d.payload[4:])["functionName"]) for d in plan.delegates]
         shapes.append((plan.name, plan.inputs, plan.outputs, plan.operators, delegates))
-        models += [canonical_payload_digest(named[json.loads(d.payload[4:])["key"]]) for d in plan.delegates]
+    models = [canonical_payload_digest(model) for model in referenced_models(pte)]
     program = Runtime.get().load_program(pte)
     constants = {plan.name: program.load_method(plan.name).execute([]) for plan in read_plans(pte) if not plan.delegates}
     return shapes, models, constants

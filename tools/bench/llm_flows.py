@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.realworld_flows import Lowered, _Clock
+from bench.realworld_flows import Lowered, _Clock, referenced_models
 from lowerkit.cli import targets
 from lowerkit.cli.llm import dotlist
 from lowerkit.cli.llm import llm_config as parsed
@@ -159,8 +159,6 @@ def _prefill_decode(side: str, name: str, clock: _Clock) -> Lowered:
     import importlib
     import sys
 
-    from lowerkit.cli.pte_file import read_named_data, read_plans
-
     params, checkpoint = model_files(name)
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "model.pte"
@@ -181,9 +179,7 @@ def _prefill_decode(side: str, name: str, clock: _Clock) -> Lowered:
 
                 export_static_llm(argv)
         pte = output.read_bytes()
-    named = read_named_data(pte)
-    keys = [json.loads(d.payload[4:])["key"] for plan in read_plans(pte) for d in plan.delegates]
-    return Lowered(pte, [named[key] for key in dict.fromkeys(keys)], "coreml", clock.stages)
+    return Lowered(pte, list(dict.fromkeys(referenced_models(pte))), "coreml", clock.stages)
 
 
 def export(side: str, name: str, target: str) -> Lowered:

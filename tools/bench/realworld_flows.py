@@ -51,6 +51,7 @@ __all__ = [
     "canonical_payload_digest",
     "lower",
     "preimport",
+    "referenced_models",
 ]
 
 ARM_TARGETS = ("TOSA-1.0+INT", "TOSA-1.0+FP", "ethos-u55-128", "ethos-u85-256")
@@ -517,6 +518,15 @@ def canonical_payload(processed: bytes) -> dict[str, bytes]:
                 data = json.dumps(_renamed(json.loads(data), names), sort_keys=True).encode()
             files[name] = data
     return dict(sorted(files.items()))
+
+
+def referenced_models(pte: bytes) -> list[bytes]:
+    """The Core ML model each delegate of the .pte `pte` references, in method order: a multifunction
+    payload is a reference (``CMJR`` + JSON naming a key of the .pte's named data)."""
+    from lowerkit.cli.pte_file import read_named_data, read_plans
+
+    named = read_named_data(pte)
+    return [named[json.loads(d.payload[4:])["key"]] for plan in read_plans(pte) for d in plan.delegates]
 
 
 def canonical_payload_digest(processed: bytes) -> str:
