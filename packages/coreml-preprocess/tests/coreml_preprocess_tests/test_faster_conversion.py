@@ -194,3 +194,39 @@ def test_underflow_check_at_once_agrees_with_coremltools() -> None:
         assert np.asarray(got.val).dtype == np.asarray(expected.val).dtype
         changed += not np.array_equal(expected.val, cast, equal_nan=True)
     assert changed >= 4  # subnormal fp32 values that fp16 rounds to zero were set to +-2**-24
+
+
+class _Cycle:
+    """A reference cycle: only a garbage collection frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _cycle_freed_by_convert_collect() -> bool:
+    import weakref
+
+    cycle = _Cycle()
+    alive = weakref.ref(cycle)
+    del cycle
+    _upstream_faster_conversion._converters_entry().gc.collect()
+    return alive() is None
+
+
+def test_conversion_collects_garbage_on_a_frozen_heap_only() -> None:
+    """Inside FASTER_CONVERSION, ``ct.convert``'s final collection is skipped on an unfrozen heap
+    (a walk of the whole process) and runs on a frozen one (a walk of what is new: the
+    conversion's garbage is freed, as upstream)."""
+    import gc
+
+    from lowerkit.pass_infra.accelerations.settled_heap import settled_heap
+
+    gc.collect()
+    with _upstream_faster_conversion.faster_conversion():
+        assert gc.get_freeze_count() == 0
+        assert not _cycle_freed_by_convert_collect()
+        gc.collect()
+        with settled_heap():
+            assert gc.get_freeze_count() > 0
+            assert _cycle_freed_by_convert_collect()
+    assert _cycle_freed_by_convert_collect()  # outside the patch: coremltools' own gc
