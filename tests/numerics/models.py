@@ -15,6 +15,10 @@ its own module) drops the outlier, so that in float it never matters:
 
 On Arm the slice shares the producer's quantization parameters, so keeping `stem` (or `proj`)
 alone in float still quantizes its output with the outlier in range: the fix is the pair.
+
+`residual`: the end of a ResNet basic block at 2x2 spatial (a conv plus a shortcut conv, then a
+ReLU, as the output), where nothing loses accuracy: the Arm pipeline moves the first conv's
+NHWC -> NCHW transpose past the add and the ReLU, still named after the conv.
 """
 
 from __future__ import annotations
@@ -190,3 +194,21 @@ def two_linear() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(5)
     return TwoLinear().eval(), (torch.rand(1, 64, generator=generator) * 2 - 1,)
+
+
+class Residual(torch.nn.Module):
+    """relu(main(x) + shortcut(x)): a 3x3 conv and a 1x1 conv added, as a ResNet block ends."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.main = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.shortcut = torch.nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.main(x) + self.shortcut(x))
+
+
+def residual() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """`Residual` and an example input of 2x2 spatial."""
+    torch.manual_seed(0)
+    return Residual().eval(), (torch.randn(1, 8, 2, 2),)

@@ -6,6 +6,13 @@ constants and tensors are unchanged, so the values are those the shipped flatbuf
 The graph the flatbuffer was serialized from (captured after the Arm pass pipeline) names each
 tensor; its nodes' ``from_node`` provenance leads to the nodes of the program that was lowered,
 and its TRANSPOSE ops tell each tensor's layout (NHWC inside, NCHW in torch).
+
+A layout TRANSPOSE keeps the provenance of the op the pipeline made it for, also where a later
+pass moved it past the ops that follow (``RemovePermutesAroundElementwiseOps``: a conv's output
+transpose after the residual add and ReLU, before a flatten or the graph's output): its values
+are then those ops' results, not the conv's. So a TRANSPOSE that names only ops an earlier
+tensor already computes is taken for what it holds, its input's values (a torch permute's
+TRANSPOSE names the permute, which no earlier tensor computes, and keeps it).
 """
 
 from __future__ import annotations
@@ -74,6 +81,8 @@ def _is_transpose(node: torch.fx.Node) -> bool:
 def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
     """The tensor-valued nodes of a post-pipeline Arm graph, in graph order."""
     axes_of: dict[str, tuple[int, ...] | None] = {}
+    sources_of: dict[str, frozenset[str]] = {}
+    computed: set[str] = set()  # the sources of the tensors found so far
     found = []
     for node in graph_module.graph.nodes:
         value = node.meta.get("val")
@@ -94,11 +103,14 @@ def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
             elif len(before) == rank:
                 axes = before
         axes_of[node.name] = axes
+        sources = frozenset(_sources(node.meta.get("from_node", [])))
+        if _is_transpose(node) and first is not None and sources <= computed:
+            sources = sources_of[first.name]  # a layout transpose: it holds its input's values
+        sources_of[node.name] = sources
         if node.op != "call_function" or axes is None:
             continue
-        found.append(
-            TosaTensor(node.name, tuple(value.shape), value.dtype, frozenset(_sources(node.meta.get("from_node", []))), axes)
-        )
+        computed.update(sources)
+        found.append(TosaTensor(node.name, tuple(value.shape), value.dtype, sources, axes))
     return found
 
 
