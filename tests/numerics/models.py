@@ -16,9 +16,9 @@ its own module) drops the outlier, so that in float it never matters:
 On Arm the slice shares the producer's quantization parameters, so keeping `stem` (or `proj`)
 alone in float still quantizes its output with the outlier in range: the fix is the pair.
 
-`residual`: the end of a ResNet basic block at 2x2 spatial (a conv plus a shortcut conv, then a
-ReLU, as the output), where nothing loses accuracy: the Arm pipeline moves the first conv's
-NHWC -> NCHW transpose past the add and the ReLU, still named after the conv.
+`residual`: two ResNet basic-block ends (a conv plus a shortcut conv, then a ReLU), where
+nothing loses accuracy: the Arm pipeline moves the last conv's NHWC -> NCHW layout change (a
+TRANSPOSE; a RESHAPE at 1x1 spatial) past the add and the ReLU, still named after the conv.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ class Residual(torch.nn.Module):
         return torch.relu(self.main(x) + self.shortcut(x))
 
 
-def residual() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """`Residual` and an example input of 2x2 spatial."""
+def residual(size: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """Two `Residual` blocks and an example input of `size` x `size` spatial."""
     torch.manual_seed(0)
-    return Residual().eval(), (torch.randn(1, 8, 2, 2),)
+    return torch.nn.Sequential(Residual(), Residual()).eval(), (torch.randn(1, 8, size, size),)

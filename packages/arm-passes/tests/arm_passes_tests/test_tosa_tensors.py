@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from torch.fx.traceback import NodeSource
 
@@ -51,14 +52,17 @@ def test_a_1x1_nhwc_tensor_of_another_rank_is_the_same_bytes() -> None:
 def CONV2D(x: Any) -> Any: ...  # noqa: N802
 def ADD(x: Any, y: Any) -> Any: ...  # noqa: N802
 def TRANSPOSE(x: Any, perm: Any) -> Any: ...  # noqa: N802
+def RESHAPE(x: Any, shape: Any) -> Any: ...  # noqa: N802
 
 
-def _graph_after_the_pipeline() -> torch.fx.GraphModule:
-    """conv + x, then a permute, in NHWC: the conv's output layout transpose sits after the add,
-    where ``RemovePermutesAroundElementwiseOps`` moves it, still named after the conv."""
+def _graph_after_the_pipeline(size: int) -> torch.fx.GraphModule:
+    """conv + x, then a permute, in NHWC at `size` x `size` spatial: the conv's NHWC -> NCHW
+    layout change (a TRANSPOSE; a RESHAPE at 1x1) sits after the add, where
+    ``RemovePermutesAroundElementwiseOps`` moves it, still named after the conv."""
     program = torch.fx.Graph()  # the lowered program's nodes, which the provenance names
     made_from = {name: [NodeSource(program.placeholder(name))] for name in ("conv", "add", "permute")}
     graph = torch.fx.Graph()
+    nchw, nhwc = (1, 8, size, size), (1, size, size, 8)
 
     def op(target: Any, args: tuple[Any, ...], shape: tuple[int, ...], source: str) -> torch.fx.Node:
         node = graph.call_function(target, args)
@@ -66,22 +70,25 @@ def _graph_after_the_pipeline() -> torch.fx.GraphModule:
         return node
 
     x = graph.placeholder("x")
-    x.meta["val"] = torch.empty(NCHW, dtype=torch.int8)
-    x_nhwc = op(TRANSPOSE, (x, [0, 2, 3, 1]), (1, 2, 2, 8), "conv")  # made for the conv, before it
-    conv = op(CONV2D, (x_nhwc,), (1, 2, 2, 8), "conv")
-    add = op(ADD, (conv, x_nhwc), (1, 2, 2, 8), "add")
-    add_nchw = op(TRANSPOSE, (add, [0, 3, 1, 2]), NCHW, "conv")  # the conv's, moved past the add
-    permuted = op(TRANSPOSE, (add_nchw, [0, 1, 3, 2]), NCHW, "permute")  # a torch permute's
+    x.meta["val"] = torch.empty(nchw, dtype=torch.int8)
+    x_nhwc = op(TRANSPOSE, (x, [0, 2, 3, 1]), nhwc, "conv")  # made for the conv, before it
+    conv = op(CONV2D, (x_nhwc,), nhwc, "conv")
+    add = op(ADD, (conv, x_nhwc), nhwc, "add")
+    layout = (TRANSPOSE, (add, [0, 3, 1, 2])) if size > 1 else (RESHAPE, (add, list(nchw)))
+    add_nchw = op(*layout, nchw, "conv")  # the conv's, moved past the add
+    permuted = op(TRANSPOSE, (add_nchw, [0, 1, 3, 2]), nchw, "permute")  # a torch permute's
     graph.output(permuted)
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
-def test_a_layout_transpose_moved_past_an_add_holds_the_add_not_the_conv() -> None:
-    sources = {t.name: set(t.sources) for t in tosa_tensors(_graph_after_the_pipeline())}
+@pytest.mark.parametrize("size", [2, 1])
+def test_a_layout_change_moved_past_an_add_holds_the_add_not_the_conv(size: int) -> None:
+    layout = "transpose_1" if size > 1 else "reshape"
+    sources = {t.name: set(t.sources) for t in tosa_tensors(_graph_after_the_pipeline(size))}
     assert sources == {
         "transpose": {"conv"},  # the conv's input layout transpose: nothing computed the conv yet
         "conv2d": {"conv"},
         "add": {"add"},
-        "transpose_1": {"add"},
-        "transpose_2": {"permute"},
+        layout: {"add"},
+        "transpose_2" if size > 1 else "transpose_1": {"permute"},
     }
