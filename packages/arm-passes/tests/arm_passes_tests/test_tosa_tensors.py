@@ -49,10 +49,10 @@ def test_a_1x1_nhwc_tensor_of_another_rank_is_the_same_bytes() -> None:
 
 
 # Stand-ins for the TOSA ops of a captured graph (tosa_tensors reads their names).
-def CONV2D(x: Any) -> Any: ...  # noqa: N802
-def ADD(x: Any, y: Any) -> Any: ...  # noqa: N802
-def TRANSPOSE(x: Any, perm: Any) -> Any: ...  # noqa: N802
-def RESHAPE(x: Any, shape: Any) -> Any: ...  # noqa: N802
+def CONV2D(x: Any) -> Any: ...
+def ADD(x: Any, y: Any) -> Any: ...
+def TRANSPOSE(x: Any, perm: Any) -> Any: ...
+def RESHAPE(x: Any, shape: Any) -> Any: ...
 
 
 def _graph_after_the_pipeline(size: int) -> torch.fx.GraphModule:
@@ -74,8 +74,8 @@ def _graph_after_the_pipeline(size: int) -> torch.fx.GraphModule:
     x_nhwc = op(TRANSPOSE, (x, [0, 2, 3, 1]), nhwc, "conv")  # made for the conv, before it
     conv = op(CONV2D, (x_nhwc,), nhwc, "conv")
     add = op(ADD, (conv, x_nhwc), nhwc, "add")
-    layout = (TRANSPOSE, (add, [0, 3, 1, 2])) if size > 1 else (RESHAPE, (add, list(nchw)))
-    add_nchw = op(*layout, nchw, "conv")  # the conv's, moved past the add
+    layout, argument = (TRANSPOSE, [0, 3, 1, 2]) if size > 1 else (RESHAPE, list(nchw))
+    add_nchw = op(layout, (add, argument), nchw, "conv")  # the conv's, moved past the add
     permuted = op(TRANSPOSE, (add_nchw, [0, 1, 3, 2]), nchw, "permute")  # a torch permute's
     graph.output(permuted)
     return torch.fx.GraphModule(torch.nn.Module(), graph)
