@@ -15,6 +15,10 @@ its own module) drops the outlier, so that in float it never matters:
 
 On Arm the slice shares the producer's quantization parameters, so keeping `stem` (or `proj`)
 alone in float still quantizes its output with the outlier in range: the fix is the pair.
+
+`residual`: two ResNet basic-block ends (a conv plus a shortcut conv, then a ReLU), where
+nothing loses accuracy: the Arm pipeline moves the last conv's NHWC -> NCHW layout change (a
+TRANSPOSE; a RESHAPE at 1x1 spatial) past the add and the ReLU, still named after the conv.
 """
 
 from __future__ import annotations
@@ -190,3 +194,21 @@ def two_linear() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(5)
     return TwoLinear().eval(), (torch.rand(1, 64, generator=generator) * 2 - 1,)
+
+
+class Residual(torch.nn.Module):
+    """relu(main(x) + shortcut(x)): a 3x3 conv and a 1x1 conv added, as a ResNet block ends."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.main = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.shortcut = torch.nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.main(x) + self.shortcut(x))
+
+
+def residual(size: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """Two `Residual` blocks and an example input of `size` x `size` spatial."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(Residual(), Residual()).eval(), (torch.randn(1, 8, size, size),)

@@ -6,6 +6,14 @@ constants and tensors are unchanged, so the values are those the shipped flatbuf
 The graph the flatbuffer was serialized from (captured after the Arm pass pipeline) names each
 tensor; its nodes' ``from_node`` provenance leads to the nodes of the program that was lowered,
 and its TRANSPOSE ops tell each tensor's layout (NHWC inside, NCHW in torch).
+
+A layout change (a TRANSPOSE; a RESHAPE where only 1-element axes move, as at 1x1 spatial)
+keeps the provenance of the op the pipeline made it for, also where a later pass moved it past
+the ops that follow (``RemovePermutesAroundElementwiseOps``: a conv's output transpose after the
+residual add and ReLU, before a flatten or the graph's output): its values are then those ops'
+results, not the conv's. So a TRANSPOSE or RESHAPE that names only ops an earlier tensor already
+computes is taken for what it holds, its input's values (a torch permute's or view's names the
+permute or view, which no earlier tensor computes, and keeps it).
 """
 
 from __future__ import annotations
@@ -71,9 +79,21 @@ def _is_transpose(node: torch.fx.Node) -> bool:
     return "TRANSPOSE" in str(getattr(node.target, "__name__", node.target))
 
 
+def _is_reshape(node: torch.fx.Node) -> bool:
+    return "RESHAPE" in str(getattr(node.target, "__name__", node.target))
+
+
+def _in_torch_order(axes: tuple[int, ...], shape: Sequence[int]) -> bool:
+    """Whether a tensor's elements are in torch's order: its axes of more than one element are."""
+    kept = [axis for axis, size in zip(axes, shape, strict=True) if size != 1]
+    return kept == sorted(kept)
+
+
 def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
     """The tensor-valued nodes of a post-pipeline Arm graph, in graph order."""
     axes_of: dict[str, tuple[int, ...] | None] = {}
+    sources_of: dict[str, frozenset[str]] = {}
+    computed: set[str] = set()  # the sources of the tensors found so far
     found = []
     for node in graph_module.graph.nodes:
         value = node.meta.get("val")
@@ -88,17 +108,21 @@ def tosa_tensors(graph_module: torch.fx.GraphModule) -> list[TosaTensor]:
                 axes = None
             elif _is_transpose(node):
                 axes = tuple(before[p] for p in node.args[1])
-            elif "RESHAPE" in str(node.target):
-                # A reshape keeps torch's element order only if its input was in torch's layout.
-                axes = axes if before == tuple(range(len(before))) else None
+            elif _is_reshape(node):
+                # A reshape keeps torch's element order only if its input was in torch's order
+                # (where only 1-element axes are out of place, as at 1x1 spatial, it is).
+                axes = axes if _in_torch_order(before, first.meta["val"].shape) else None
             elif len(before) == rank:
                 axes = before
         axes_of[node.name] = axes
+        sources = frozenset(_sources(node.meta.get("from_node", [])))
+        if (_is_transpose(node) or _is_reshape(node)) and first is not None and sources <= computed:
+            sources = sources_of[first.name]  # a layout change: it holds its input's values
+        sources_of[node.name] = sources
         if node.op != "call_function" or axes is None:
             continue
-        found.append(
-            TosaTensor(node.name, tuple(value.shape), value.dtype, frozenset(_sources(node.meta.get("from_node", []))), axes)
-        )
+        computed.update(sources)
+        found.append(TosaTensor(node.name, tuple(value.shape), value.dtype, sources, axes))
     return found
 
 
