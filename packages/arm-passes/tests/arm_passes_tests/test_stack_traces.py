@@ -13,7 +13,11 @@ import torch
 from executorch.backends.arm._passes import arm_pass, arm_pass_utils
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from lowerkit.arm_passes._upstream_stack_traces import STACK_TRACE_USERS, STACK_TRACES, innermost_entries
+from lowerkit.arm_passes._upstream_stack_traces import (
+    STACK_TRACE_USERS,
+    STACK_TRACES,
+    innermost_entries,
+)
 
 
 def _stock_and_ours() -> tuple[list[str], list[str]]:

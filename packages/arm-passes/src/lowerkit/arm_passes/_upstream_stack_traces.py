@@ -23,7 +23,7 @@ from executorch.backends.arm._passes import arm_pass, arm_pass_utils  # private 
 
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
-__all__ = ["STACK_TRACE_USERS", "STACK_TRACES", "innermost_entries"]
+__all__ = ["STACK_TRACES", "STACK_TRACE_USERS", "innermost_entries"]
 
 #: The upstream modules whose ``traceback`` is replaced -> the one function that uses it there
 #: (``format_stack()[-2]``); their source hashes guard the replacement.
