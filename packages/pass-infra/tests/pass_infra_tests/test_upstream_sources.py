@@ -74,6 +74,8 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "torch.fx.passes.infra.partitioner:_DependencyViewer.__init__": ("15364a648eaf2a81", "pass-infra partition_reachability.downstream_bitsets (the same relation)"),
     "torch.fx.passes.infra.partitioner:_DependencyViewer.downstreams_of": ("5044b53fc189bcf2", "pass-infra partition_reachability._downstreams_of"),
     "torch.fx.passes.infra.partitioner:CapabilityBasedPartitioner.propose_partitions": ("f64014355cd42e0b", "pass-infra partition_reachability (downstreams_of is only iterated, order-free)"),
+    "torch.fx.graph:Graph.eliminate_dead_code": ("e3cde4c528c19a08", "pass-infra dead_code.eliminate_dead_code (erases `not has_side_effect(node) and not node.users`; impure_random as _upstream.dead_code_impure_random)"),
+    "torch.fx.node:Node.is_impure": ("c7442b53894235c0", "pass-infra dead_code (a query with no side effects; raises only for call_module nodes, which are still asked)"),
     "torch.fx.graph_module:_exec_with_source": ("3a1510761d07726e", "pass-infra compiled_code._exec_with_source"),
     "torch.fx.graph_module:_EvalCacheLoader.cache": ("60fca99748e8abec", "pass-infra compiled_code (each compile's file name is the loader's key)"),
     "torch.fx.graph_module:_method_from_src": ("b832e6102b1d8987", "pass-infra _upstream.fx_graph_module_module (_exec_with_source looked up per call)"),

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from lowerkit.arm_passes._upstream_arm_manager import patched_arm_pass_manager
 from lowerkit.arm_passes._upstream_graph_module_passes import patched_graph_module_pass_manager
+from lowerkit.arm_passes._upstream_stack_traces import STACK_TRACES
 from lowerkit.arm_passes.runner import (
     FastArmPassManager,
     FastGraphModulePassManager,
@@ -41,7 +42,8 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
     ExecuTorch); the block holds the process-wide lowering lock, so lowerings in several
     threads run one at a time. On library versions other than ``PROVEN_ON`` the stock
     pipeline runs (no reports), with an ``UnprovenVersionWarning``. Stock's failure on a weight
-    scaled by a constant (GPT-2) is fixed (`upstream_fixes`).
+    scaled by a constant (GPT-2) is fixed (`upstream_fixes`). The Arm passes' provenance lines
+    (``stack_trace``) are formatted from the frames they name only (`_upstream_stack_traces`).
     """
     reports: list[PipelineReport] = []
     manager = VerifyingFastArmPassManager if verify else FastArmPassManager
@@ -51,6 +53,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
         "accelerated_arm_pipeline",
         accelerated_lowering(),
         SCALAR_OF_A_WEIGHT.scope(),
+        STACK_TRACES.scope(),
         cached_signature_lookups(),
         patched_arm_pass_manager(manager),
         collect_reports(reports),
@@ -75,7 +78,8 @@ def accelerated_arm_quantization() -> Iterator[None]:
     nodes it does not target (`FastGraphModulePassManager`). Scopes nest; only the calling
     thread is affected; stock (with an ``UnprovenVersionWarning``) on versions other than
     ``PROVEN_ON``. Stock's failure on a weight scaled by a constant (GPT-2) is fixed
-    (`upstream_fixes`).
+    (`upstream_fixes`); the Arm passes' provenance lines come from the frames they name only
+    (`_upstream_stack_traces`).
     """
     with proven_scope(
         "lowerkit-arm-passes",
@@ -83,6 +87,7 @@ def accelerated_arm_quantization() -> Iterator[None]:
         "accelerated_arm_quantization",
         accelerated_quantization(),
         SCALAR_OF_A_WEIGHT.scope(),
+        STACK_TRACES.scope(),
         patched_graph_module_pass_manager(FastGraphModulePassManager),
     ):
         yield

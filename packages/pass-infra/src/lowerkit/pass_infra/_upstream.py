@@ -65,6 +65,7 @@ __all__ = [
     "create_node_hooks_of",
     "current_meta",
     "current_seq_nr",
+    "dead_code_impure_random",
     "decomposes_by_itself",
     "direct_copy_possible",
     "dispatched_arguments",
@@ -573,6 +574,15 @@ HISTOGRAM_SEARCH_METHOD = "_non_linear_param_search"
 def histogram_quantization_error(observer: Any, start_bin: int, end_bin: int) -> float:
     """The observer's own L2 error of quantizing its histogram to bins ``start_bin..end_bin``."""
     return float(observer._compute_quantization_error(start_bin, end_bin))
+
+
+def dead_code_impure_random() -> bool:
+    """The ``impure_random`` that ``Graph.eliminate_dead_code`` hands ``Node.is_impure``: True, or
+    inductor's ``fallback_random`` inside a tracing context (its own test, as it makes it)."""
+    impure_random = True
+    if torch._guards.TracingContext.try_get():
+        impure_random = torch._inductor.config.fallback_random
+    return bool(impure_random)
 
 
 #: torch's own ``ExportedProgram.run_decompositions`` (taken at import: before any lowerkit scope).

@@ -7,7 +7,7 @@ accelerations share) is one acceleration and defines one `Patch`, named after th
 (`cheaper_replay`, `fake_cache`, `signature_lookups`, `retrace_skip` over `local_decomposition`
 and `lazy_copies`, `cia_scan`, `verified_graphs`, `pattern_skip`, `shared_provenance`,
 `settled_heap`, `deferred_recompile`, `deferred_export`, `histogram_search`,
-`partition_reachability`, `compiled_code`, `attribute_names`). `table` lists them: the scopes that
+`partition_reachability`, `compiled_code`, `attribute_names`, `dead_code`). `table` lists them: the scopes that
 hold each, its stage and the upstream names it replaces (``python -m
 lowerkit.pass_infra.accelerations``).
 

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from lowerkit.pass_infra.accelerations.cheaper_replay import cheaper_replay
 from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
+from lowerkit.pass_infra.accelerations.dead_code import DEAD_CODE
 from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
@@ -45,6 +46,8 @@ def accelerated_lowering() -> Iterator[None]:
     - torch's ``CapabilityBasedPartitioner`` (Arm's and Core ML's partitioners) keeps which nodes
       lie downstream of which as bitsets, making a node's set when it is read
       (``partition_reachability``), instead of every node's set up front;
+    - torch.fx's dead-code elimination asks only nodes without users whether they are impure
+      (``dead_code``; the Arm backend runs it once per linear it decomposes);
     - torch.fx compiles each distinct generated source once (``compiled_code``): a graph
       recompiled unchanged reuses the code object;
     - ``torch.export.export`` is ``export_deferring_recompiles`` (``DEFERRED_EXPORT``): the same
@@ -56,7 +59,7 @@ def accelerated_lowering() -> Iterator[None]:
     """
     patches = (
         PATTERN_SKIP, CIA_SCAN, RETRACE_SKIP, SHARED_PROVENANCE, SETTLED_HEAP, VERIFIED_GRAPHS,
-        PARTITION_REACHABILITY, COMPILED_CODE, DEFERRED_EXPORT,
+        PARTITION_REACHABILITY, COMPILED_CODE, DEFERRED_EXPORT, DEAD_CODE,
     )  # fmt: skip
     scopes = (cheaper_replay(), faketensor_cache(), *(patch.scope() for patch in patches))
     with proven_scope("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering", *scopes):

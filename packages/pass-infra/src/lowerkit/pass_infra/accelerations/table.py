@@ -21,6 +21,7 @@ from lowerkit.pass_infra.accelerations.attribute_names import FRESH_ATTRIBUTE_NA
 from lowerkit.pass_infra.accelerations.cheaper_replay import CHEAP_REPLAY
 from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
+from lowerkit.pass_infra.accelerations.dead_code import DEAD_CODE
 from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
 from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 from lowerkit.pass_infra.accelerations.fake_cache import FAKE_CACHE
@@ -179,6 +180,7 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
     Acceleration(VERIFIED_GRAPHS, (_LOWERING,), "the edge verifier's dtype check"),
     Acceleration(PATTERN_SKIP, (_LOWERING,), "backend pattern passes (XNNPACK's SDPA, bilinear upsample)"),
     Acceleration(PARTITION_REACHABILITY, (_LOWERING,), "partitioning (`CapabilityBasedPartitioner`)"),
+    Acceleration(DEAD_CODE, (_LOWERING,), "`Graph.eliminate_dead_code` (backend passes, edge passes)"),
     Acceleration(COMPILED_CODE, (_LOWERING, _QUANTIZATION), "graph module recompiles"),
     Acceleration(
         SETTLED_HEAP,
