@@ -79,8 +79,8 @@ class _GcDuringConversion:
     frozen: it would walk every object of the process. With a frozen heap (pass-infra's
     ``SETTLED_HEAP``, held by lowerkit's lowering scopes) it walks only what was made since, and
     it frees the conversion's garbage (the MIL program's reference cycles, which hold its
-    weight arrays), as upstream: without it a 16-layer Llama's peak RSS was 140 MB higher.
-    Any other thread: the real collection.
+    weight arrays) as upstream does, so that memory is released when stock releases it. Any other
+    thread: the real collection.
     """
 
     def __getattr__(self, name: str) -> Any:
