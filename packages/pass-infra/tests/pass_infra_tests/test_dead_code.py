@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 from typing import Any
@@ -92,7 +93,7 @@ def test_a_call_module_node_is_asked_as_stock_asks_it() -> None:
     x = graph.placeholder("x")
     used = graph.call_module("sub", (x,))
     graph.output(used)
-    for scope in (DEAD_CODE.scope, _no_scope):
+    for scope in (DEAD_CODE.scope, contextlib.nullcontext):
         with scope(), pytest.raises(AssertionError, match="owning_module"):
             graph.eliminate_dead_code()
 
@@ -111,10 +112,3 @@ def test_subgraphs_and_restoration() -> None:
     assert _names(module.get_submodule("inner")) == _names(stock.get_submodule("inner"))
     assert "lowerkit_patch" not in vars(Graph.eliminate_dead_code)
 
-
-class _no_scope:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
