@@ -24,6 +24,7 @@ from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
 from lowerkit.pass_infra.accelerations.dead_code import DEAD_CODE
 from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
 from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
+from lowerkit.pass_infra.accelerations.export_guards import EXPORT_GUARDS
 from lowerkit.pass_infra.accelerations.fake_cache import FAKE_CACHE
 from lowerkit.pass_infra.accelerations.histogram_search import HISTOGRAM_SEARCH
 from lowerkit.pass_infra.accelerations.lazy_copies import LAZY_COPIES
@@ -153,6 +154,9 @@ _QUANTIZATION = "accelerated_quantization()"
 #: pass-infra's patches, in the order a lowering meets them.
 ACCELERATIONS: tuple[Acceleration, ...] = (
     Acceleration(DEFERRED_EXPORT, (_LOWERING, _QUANTIZATION), "`torch.export.export`: code generated once"),
+    Acceleration(
+        EXPORT_GUARDS, (_LOWERING, _QUANTIZATION), "strict `torch.export.export`: the discarded guard function"
+    ),
     Acceleration(
         FRESH_ATTRIBUTE_NAMES, (_QUANTIZATION,), "`prepare_pt2e` / `convert_pt2e`: observer and qparam names"
     ),
