@@ -45,7 +45,7 @@ def eliminate_dead_code(self: Graph, is_impure_node: Callable[[Node], bool] | No
     return bool(STOCK_ELIMINATE_DEAD_CODE(self, has_side_effect))
 
 
-#: Held by ``accelerated_lowering()``.
+#: Held by ``accelerated_lowering()`` and ``accelerated_quantization()``.
 DEAD_CODE = Patch(
     "lowerkit.pass_infra.accelerations.dead_code",
     lambda: [Replacement(Graph, "eliminate_dead_code", eliminate_dead_code)],

@@ -24,5 +24,5 @@ def _replacements() -> list[Replacement]:
     ]
 
 
-#: Held by ``accelerated_lowering()``.
+#: Held by ``accelerated_lowering()`` and ``accelerated_quantization()``.
 SHARED_PROVENANCE = Patch("lowerkit.pass_infra.accelerations.shared_provenance", _replacements)

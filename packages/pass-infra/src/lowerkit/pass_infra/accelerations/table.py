@@ -180,11 +180,13 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
     ),
     Acceleration(LAZY_COPIES, ("local_decomposition (under RETRACE_SKIP)",), "`run_decompositions`: the program copy"),
     Acceleration(CIA_SCAN, (_LOWERING,), "`run_decompositions`: decomposition tables"),
-    Acceleration(SHARED_PROVENANCE, (_LOWERING,), "every re-trace (torch.fx `Interpreter`)"),
+    Acceleration(SHARED_PROVENANCE, (_LOWERING, _QUANTIZATION), "every re-trace (torch.fx `Interpreter`)"),
     Acceleration(VERIFIED_GRAPHS, (_LOWERING,), "the edge verifier's dtype check"),
     Acceleration(PATTERN_SKIP, (_LOWERING,), "backend pattern passes (XNNPACK's SDPA, bilinear upsample)"),
     Acceleration(PARTITION_REACHABILITY, (_LOWERING,), "partitioning (`CapabilityBasedPartitioner`)"),
-    Acceleration(DEAD_CODE, (_LOWERING,), "`Graph.eliminate_dead_code` (backend passes, edge passes)"),
+    Acceleration(
+        DEAD_CODE, (_LOWERING, _QUANTIZATION), "`Graph.eliminate_dead_code` (backend, edge and quantizer passes)"
+    ),
     Acceleration(COMPILED_CODE, (_LOWERING, _QUANTIZATION), "graph module recompiles"),
     Acceleration(
         SETTLED_HEAP,
