@@ -74,7 +74,12 @@ def _geomean_groups(cases: list[dict[str, Any]]) -> list[tuple[str, set[str]]]:
 
 
 def table(reports: list[dict[str, Any]]) -> str:
-    """The Markdown section: how it was run, one row per model x target, failures, geomeans."""
+    """The Markdown section: how it was run, one row per model x target, failures, geomeans.
+
+    Runs are listed in the order they started, and a case measured in several runs shows the
+    one that started last (whatever order the files were given in).
+    """
+    reports = sorted(reports, key=lambda r: r["machine"]["started"])
     every = [(c, r) for r in reports for c in r["cases"]]
     latest = {(c["model"], c["target"]): c for c, _ in every}
     cases = [c for c, _ in every if latest[(c["model"], c["target"])] is c]

@@ -51,6 +51,17 @@ def test_a_case_measured_again_is_reported_from_the_later_run_the_earlier_named(
     assert "- `tv:resnet18` TOSA-1.0+INT at lowerkit old1234 (2026-12-02 08:00:00 UTC): drop-in 2.00x" in text
 
 
+def test_the_later_run_is_the_one_that_started_later_whatever_the_file_order():
+    before, after = _report(None), _report(None)
+    before["machine"] = {**before["machine"], "lowerkit_commit": "old1234"}
+    after["machine"] = {**after["machine"], "started": "2026-12-03 08:00:00 UTC", "lowerkit_commit": "new5678"}
+    after["cases"][0] = {**after["cases"][0], "ratios": {"dropin": 8.0}}
+    text = table([after, before])  # e.g. a glob that sorts the newer file first
+    assert "Geomean drop-in / stock, TOSA-1.0+INT: 8.00x over 1 cases (min 8.00x)." in text
+    assert "- `tv:resnet18` TOSA-1.0+INT at lowerkit old1234 (2026-12-02 08:00:00 UTC): drop-in 2.00x" in text
+    assert text.index("lowerkit old1234") < text.index("lowerkit new5678")  # runs listed as they started
+
+
 def test_a_documented_fix_is_flagged_in_the_failures():
     report = _report(None)
     stock = {"ok": False, "error": "AttributeError: 'Parameter' object has no attribute 'to_tensor'", "median_s": None,
