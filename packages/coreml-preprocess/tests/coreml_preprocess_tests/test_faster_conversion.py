@@ -230,3 +230,77 @@ def test_conversion_collects_garbage_on_a_frozen_heap_only() -> None:
             assert gc.get_freeze_count() > 0
             assert _cycle_freed_by_convert_collect()
     assert _cycle_freed_by_convert_collect()  # outside the patch: coremltools' own gc
+
+
+def _symmetric_cases() -> list[tuple[np.ndarray, Any]]:
+    """(weight, reduced axes): every finite fp16 value under several channel maxima, fp32 blocks."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    every = every[np.isfinite(every)]
+    rows = []
+    for bound in (65504.0, 1000.0, 7.0, 1.0, 0.01, 6e-5):
+        row = every[np.abs(every) <= bound]
+        rows.append(np.resize(row, every.size))  # repeated to one length: the same channel maximum
+    rng = np.random.default_rng(0)
+    blocks = rng.standard_normal((16, 4, 32)).astype(np.float32)
+    return [
+        (np.stack(rows), (1,)),
+        (np.stack(rows).T.copy(), (0,)),
+        (blocks, (2,)),
+        (blocks, (0, 2)),
+        (blocks.astype(np.float16), (1, 2)),
+        (np.asarray(blocks[0], dtype=np.float16), 1),
+    ]
+
+
+def _same_quantization(got: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    for ours, theirs in zip(got, expected, strict=True):
+        if theirs is None:
+            assert ours is None
+            continue
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+        assert ours.tobytes() == theirs.tobytes()  # every bit, signed zeros included
+
+
+@pytest.mark.parametrize("dtype", ["int4", "int8"])
+def test_symmetric_quantization_in_torch_agrees_with_coremltools(dtype: str) -> None:
+    utils = _upstream_faster_conversion._quantization_utils()
+    stock = utils.quantize_weight_by_dtype
+    ours = _upstream_faster_conversion.symmetric_quantization_in_torch(stock)
+    for weight, axes in _symmetric_cases():
+        expected = stock(weight, axes, types.string_to_builtin(dtype), "LINEAR_SYMMETRIC")
+        _same_quantization(ours(weight, axes, types.string_to_builtin(dtype), "LINEAR_SYMMETRIC"), expected)
+
+
+def test_symmetric_quantization_in_torch_leaves_the_rest_to_coremltools() -> None:
+    """Unsigned types, the asymmetric mode, NaN, infinities, a zero channel, fp64, read-only
+    weights: coremltools' own answers (the same arrays; no warning the stock way lacks)."""
+    import warnings
+
+    utils = _upstream_faster_conversion._quantization_utils()
+    stock = utils.quantize_weight_by_dtype
+    ours = _upstream_faster_conversion.symmetric_quantization_in_torch(stock)
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal((8, 16)).astype(np.float16)
+    read_only = weight.copy()
+    read_only.flags.writeable = False
+    with_nan, with_inf, zero_row = weight.copy(), weight.copy(), weight.copy()
+    with_nan[2, 3], with_inf[5, 1], zero_row[4] = np.nan, -np.inf, 0
+    int8, uint8 = types.string_to_builtin("int8"), types.string_to_builtin("uint8")
+    cases = [
+        (weight, uint8, "LINEAR_SYMMETRIC"),
+        (weight, int8, "LINEAR"),
+        (weight.astype(np.float64), int8, "LINEAR_SYMMETRIC"),
+        (read_only, int8, "LINEAR_SYMMETRIC"),
+        (with_nan, int8, "LINEAR_SYMMETRIC"),
+        (with_inf, int8, "LINEAR_SYMMETRIC"),
+        (zero_row, int8, "LINEAR_SYMMETRIC"),
+    ]
+    for value, dtype, mode in cases:
+        with warnings.catch_warnings(record=True) as theirs_raised:
+            warnings.simplefilter("always")
+            expected = stock(value, (1,), dtype, mode)
+        with warnings.catch_warnings(record=True) as ours_raised:
+            warnings.simplefilter("always")
+            got = ours(value, (1,), dtype, mode)
+        assert [str(w.message) for w in ours_raised] == [str(w.message) for w in theirs_raised]
+        _same_quantization(got, expected)

@@ -203,7 +203,7 @@ def test_skip_ops_leave_them_outside():
     assert len(lowered) == 1
 
 
-@pytest.mark.parametrize("quantized", [False, True])
+@pytest.mark.parametrize("quantized", [None, "int8", "int4"])
 def test_faster_conversion_gives_the_stock_result(monkeypatch, quantized):
     from lowerkit.coreml_preprocess.convert import STOCK_CONVERSION_ENV
 
@@ -211,8 +211,11 @@ def test_faster_conversion_gives_the_stock_result(monkeypatch, quantized):
         return _lm_program(tied=True)[1] if quantized else _conv_bn_program()
 
     specs = None
-    if quantized:
+    if quantized == "int8":
         options = CoreMLCompileOptions(minimum_deployment_target="iOS17", op_linear_quantizer_config=INT8)
+        specs = options.to_compile_specs()
+    elif quantized == "int4":
+        options = CoreMLCompileOptions(minimum_deployment_target="iOS18", op_linear_quantizer_config=INT4)
         specs = options.to_compile_specs()
     monkeypatch.setenv(STOCK_CONVERSION_ENV, "1")
     _, stock = _lower(program(), specs)

@@ -36,6 +36,8 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "coremltools.converters.mil.mil.block:Block.validate": ("fad8243006fc32cf", "coreml-preprocess _upstream_faster_conversion.check_essential_scope (what check_essential_scope=True adds)"),
     "coremltools.converters.mil.mil.block:Function._check_has_scope_info": ("dc10081321b8cf3a", "coreml-preprocess _upstream_faster_conversion.check_essential_scope"),
     "coremltools.converters.mil.mil.program:Program.validate": ("6272d10e561b2990", "coreml-preprocess _upstream_faster_conversion.check_essential_scope"),
+    "coremltools.optimize._utils:quantize_weight_by_dtype": ("e58ffef27b29aed3", "coreml-preprocess _upstream_faster_conversion.symmetric_quantization_in_torch (the arithmetic it mirrors)"),
+    "coremltools.optimize._utils:get_quant_range_by_dtype": ("b2981d2613ed55d8", "coreml-preprocess _upstream_faster_conversion.symmetric_quantization_in_torch (signed symmetric ranges)"),
     "coremltools.optimize.coreml._config:OptimizationConfig._get_const_op_config": ("78292a693fa0a6ff", "coreml-preprocess compression.apply_weight_compression (settings by const op name)"),
     "executorch.extension.llm.export.partitioner_lib:get_coreml_partitioner": ("fa4b1e36e622a2d6", "coreml-preprocess llm_export.coreml_partitioner (its checks, options and take_over_mutable_buffer)"),
     "executorch.extension.llm.export.quantizer_lib:get_coreml_quantizer": ("4062d3da2624acfe", "coreml-preprocess llm_export.coreml_quantizer (the coreml_8a_c8w config)"),

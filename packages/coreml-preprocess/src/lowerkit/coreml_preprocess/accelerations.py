@@ -25,7 +25,7 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
     Acceleration(
         FASTER_CONVERSION,
         ("faster_conversion()", "CoreMLBackend.preprocess"),
-        "`ct.convert`: MIL passes, validation, garbage collection",
+        "`ct.convert`: MIL passes, validation, garbage collection; linear weight quantization",
         guarded_by={"coremltools.converters._converters_entry:gc": "coremltools.converters._converters_entry:convert"},
     ),
 )
