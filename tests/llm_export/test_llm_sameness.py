@@ -12,7 +12,8 @@ stock and inside lowerkit's scopes, in the same run (nothing is compared with re
 
 Every ``run_decompositions`` on the way stays local (no whole-program re-trace): export's own,
 functionalizing the training IR's in-place writes of the cache buffers, and the later ones on the
-functional program that returns the cache's new values.
+functional program that returns the cache's new values. On the Core ML fp16 export, each gives
+what torch's own re-trace of the same program gives (compared when made).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +32,9 @@ from bench.llm_flows import COREML_TARGETS, export, overrides
 from bench.realworld_flows import Lowered
 from lowerkit.cli.app import main
 from lowerkit.cli.llm import dotlist
-from lowerkit.pass_infra import decomposition_fallbacks
+from lowerkit.pass_infra import _upstream, decomposition_fallbacks
+from lowerkit.pass_infra.accelerations import retrace_skip
+from pass_infra.test_retrace_skip import _assert_same
 
 MODEL = "llama_ci"
 ARM_TARGETS = ("tosa-int",)
@@ -50,6 +54,28 @@ def test_arm_same_pte_as_stock(target: str, stock_arm: dict[str, Lowered]) -> No
     assert fast.payloads == stock.payloads
     assert fast.pte == stock.pte
     assert fallbacks == []
+
+
+def test_each_local_decomposition_gives_what_torchs_retrace_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each program ``export_llama``'s ``run_decompositions`` calls give inside the scopes (Core ML
+    fp16: export's own, the re-export's, the lowering's) is compared, when made (later passes
+    edit it in place), with torch's own re-trace of the same program: graph code, names,
+    metadata, signature, weights, module call graph."""
+    compared: list[int] = []
+    local = retrace_skip.decompose_locally
+
+    def compared_with_torch(program: Any, table: Any, decomposing: list[Any]) -> Any:
+        result = local(program, table, decomposing)
+        if result is not None:
+            _assert_same(_upstream.STOCK_RUN_DECOMPOSITIONS(program, table), result)
+            compared.append(len(decomposing))
+        return result
+
+    monkeypatch.setattr(retrace_skip, "decompose_locally", compared_with_torch)
+    with decomposition_fallbacks() as fallbacks:
+        export("dropin", MODEL, "coreml-fp16")
+    assert fallbacks == []
+    assert len(compared) == 4 and compared[0] > 0  # export's own re-traces its `to` calls
 
 
 def _stock_in_a_worker(target: str, out: Path) -> dict[str, object]:

@@ -444,6 +444,34 @@ def test_every_whole_re_trace_says_why() -> None:
     ]
 
 
+class _WeightTypeAs(torch.nn.Module):
+    """An RMSNorm as ExecuTorch's Llama writes it: the weight cast to the input's dtype."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)
+        return normed.type_as(x) * self.weight.type_as(x)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_kept_call_returning_its_input_records_the_inputs_requires_grad(strict: bool) -> None:
+    """``weight.type_as(x)`` of the same dtype gives the parameter back: the re-trace's
+    ``tensor_meta`` says ``requires_grad=True`` there (the first ``run_decompositions`` of
+    ``export_llama``, which exports under ``no_grad``), and the local decomposition's too."""
+    with torch.no_grad():
+        program = torch.export.export(_WeightTypeAs().eval(), (torch.randn(2, 8),), strict=strict)
+    with RETRACE_SKIP.scope(), decomposition_fallbacks() as fallbacks:
+        fast = program.run_decompositions({})
+    assert fallbacks == []
+    stock = _upstream.STOCK_RUN_DECOMPOSITIONS(program, {})
+    _assert_same(stock, fast)
+    weight_cast = next(n for n in stock.graph.nodes if n.op == "call_function" and n.args[0].name == "p_weight")
+    assert weight_cast.meta["tensor_meta"].requires_grad  # what the test is about
+
+
 class _WithConstant(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -686,7 +686,44 @@ def _call_meta(node: Node, seq_nr: int, old: dict[str, Any], operator_: Any) -> 
     meta["val"] = value
     if isinstance(value, _upstream.FakeTensor):  # a multi-output call's tuple has none
         meta["tensor_meta"] = _upstream.tensor_metadata(value)
+        returned = _returned_input(node)
+        if returned is not None:
+            meta["tensor_meta"] = meta["tensor_meta"]._replace(requires_grad=_traced_requires_grad(returned))
     return meta
+
+
+def _returned_input(node: Node) -> Node | None:
+    """The input a kept CompositeImplicitAutograd call gives back as it is (``weight.type_as(x)``
+    of the same dtype, a ``contiguous`` tensor's ``contiguous()``), or None.
+
+    A trace records the tensor that call returns, so its ``tensor_meta`` says what the input's
+    does (a parameter's ``requires_grad``), where the call's own value would not.
+    """
+    target = node.target
+    if not (
+        isinstance(target, _upstream.OpOverload)
+        and _upstream.preservable_cia(target)
+        and not _upstream.is_mutating(target)
+    ):
+        return None
+    inputs = node.all_input_nodes
+    values = [arg.meta.get("val") for arg in inputs]
+    own = _layout(node.meta.get("val"))
+    fake_mode = _upstream.fake_mode_of(values)
+    if fake_mode is None or not any(_layout(value) == own for value in values):
+        return None  # no input it could be
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda arg: arg.meta.get("val"))
+    with fake_mode:
+        result = target(*args, **kwargs)
+    return next((arg for arg, value in zip(inputs, values, strict=True) if value is result), None)
+
+
+def _traced_requires_grad(node: Node) -> bool:
+    """``requires_grad`` of the tensor a trace holds for `node`: a placeholder's value's (a
+    parameter's is True), a call's as its ``tensor_meta`` records it."""
+    if node.op != "placeholder" and "tensor_meta" in node.meta:
+        return bool(node.meta["tensor_meta"].requires_grad)
+    return bool(node.meta["val"].requires_grad)
 
 
 def _renamed_call_graph(program: ExportedProgram, renamed: dict[str, str]) -> Any:
