@@ -694,10 +694,11 @@ def _call_meta(node: Node, seq_nr: int, old: dict[str, Any], operator_: Any) -> 
 
 def _returned_input(node: Node) -> Node | None:
     """The input a kept CompositeImplicitAutograd call gives back as it is (``weight.type_as(x)``
-    of the same dtype, a ``contiguous`` tensor's ``contiguous()``), or None.
+    of the same dtype), or None.
 
     A trace records the tensor that call returns, so its ``tensor_meta`` says what the input's
-    does (a parameter's ``requires_grad``), where the call's own value would not.
+    does (a parameter's ``requires_grad``), where the call's own value would not. Only a call
+    with an input laid out as its value is run (in its fake mode) to see which it returns.
     """
     target = node.target
     if not (
