@@ -4,6 +4,7 @@ with the stock one in test_lowering.test_faster_conversion_gives_the_stock_resul
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 import coremltools as ct
@@ -274,8 +275,6 @@ def test_symmetric_quantization_in_torch_agrees_with_coremltools(dtype: str) -> 
 def test_symmetric_quantization_in_torch_leaves_the_rest_to_coremltools() -> None:
     """Unsigned types, the asymmetric mode, NaN, infinities, a zero channel, fp64, read-only
     weights: coremltools' own answers (the same arrays; no warning the stock way lacks)."""
-    import warnings
-
     utils = _upstream_faster_conversion._quantization_utils()
     stock = utils.quantize_weight_by_dtype
     ours = _upstream_faster_conversion.symmetric_quantization_in_torch(stock)

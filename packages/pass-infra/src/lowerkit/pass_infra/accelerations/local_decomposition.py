@@ -701,12 +701,8 @@ def _returned_input(node: Node) -> Node | None:
     with an input laid out as its value is run (in its fake mode) to see which it returns.
     """
     target = node.target
-    if not (
-        isinstance(target, _upstream.OpOverload)
-        and _upstream.preservable_cia(target)
-        and not _upstream.is_mutating(target)
-    ):
-        return None
+    if not (isinstance(target, _upstream.OpOverload) and _upstream.preservable_cia(target)):
+        return None  # (a preservable one is functional: it writes nothing)
     inputs = node.all_input_nodes
     values = [arg.meta.get("val") for arg in inputs]
     own = _layout(node.meta.get("val"))
