@@ -13,7 +13,8 @@ stock and inside lowerkit's scopes, in the same run (nothing is compared with re
 Every ``run_decompositions`` on the way stays local (no whole-program re-trace): export's own,
 functionalizing the training IR's in-place writes of the cache buffers, and the later ones on the
 functional program that returns the cache's new values. On the Core ML fp16 export, each gives
-what torch's own re-trace of the same program gives (compared when made).
+what torch's own re-trace of the same program gives (compared when made), and the builder's
+re-export of its unchanged module, made without a trace, what torch's strict re-export gives.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from torch.nn.attention import SDPBackend
 
 from bench import llm as llm_benchmark  # its worker runs stock (imported: the sandbox holds it)
 from bench.llm_flows import COREML_TARGETS, export, overrides
@@ -33,7 +36,8 @@ from bench.realworld_flows import Lowered
 from lowerkit.cli.app import main
 from lowerkit.cli.llm import dotlist
 from lowerkit.pass_infra import _upstream, decomposition_fallbacks
-from lowerkit.pass_infra.accelerations import retrace_skip
+from lowerkit.pass_infra.accelerations import reexport, retrace_skip
+from lowerkit.pass_infra.accelerations.patching import suspend_all
 from pass_infra.test_retrace_skip import _assert_same
 
 MODEL = "llama_ci"
@@ -58,9 +62,9 @@ def test_arm_same_pte_as_stock(target: str, stock_arm: dict[str, Lowered]) -> No
 
 def test_each_local_decomposition_gives_what_torchs_retrace_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each program ``export_llama``'s ``run_decompositions`` calls give inside the scopes (Core ML
-    fp16: export's own, the re-export's, the lowering's) is compared, when made (later passes
-    edit it in place), with torch's own re-trace of the same program: graph code, names,
-    metadata, signature, weights, module call graph."""
+    fp16: export's own, the lowering's two; the re-export's is not made, see the next test) is
+    compared, when made (later passes edit it in place), with torch's own re-trace of the same
+    program: graph code, names, metadata, signature, weights, module call graph."""
     compared: list[int] = []
     local = retrace_skip.decompose_locally
 
@@ -75,7 +79,33 @@ def test_each_local_decomposition_gives_what_torchs_retrace_gives(monkeypatch: p
     with decomposition_fallbacks() as fallbacks:
         export("dropin", MODEL, "coreml-fp16")
     assert fallbacks == []
-    assert len(compared) == 4 and compared[0] > 0  # export's own re-traces its `to` calls
+    assert len(compared) == 3 and compared[0] > 0  # export's own re-traces its `to` calls
+
+
+def test_the_builders_reexport_is_torchs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside the scopes (Core ML fp16) ``LLMEdgeManager`` re-exports the module its first export
+    made without a trace (`reexport`): compared, when made, with torch's strict re-export of that
+    module as the builder makes it (``no_grad``, the math SDPA kernel, ``run_decompositions({})``):
+    graph code, names, metadata, signature, weights, constants, module call graph."""
+    made: list[Any] = []
+    ours = reexport.reexported
+
+    def compared_with_torch(module: Any, args: Any, kwargs: Any, dynamic_shapes: Any) -> Any:
+        program = ours(module, args, kwargs, dynamic_shapes)
+        if program is not None:
+            with suspend_all(), torch.nn.attention.sdpa_kernel([SDPBackend.MATH]), torch.no_grad():
+                stock = torch.export.export(module, args, kwargs=kwargs, strict=True).run_decompositions({})
+            _assert_same(stock, program)
+            assert list(program.constants) == list(stock.constants)
+            assert all(program.constants[k] is stock.constants[k] for k in stock.constants)
+            assert str(program.example_inputs) == str(stock.example_inputs)
+            assert program.range_constraints == stock.range_constraints == {}
+            made.append(program)
+        return program
+
+    monkeypatch.setattr(reexport, "reexported", compared_with_torch)
+    export("dropin", MODEL, "coreml-fp16")
+    assert len(made) == 1
 
 
 def _stock_in_a_worker(target: str, out: Path) -> dict[str, object]:

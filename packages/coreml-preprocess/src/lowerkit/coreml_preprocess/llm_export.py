@@ -30,6 +30,7 @@ from lowerkit.coreml_preprocess.versions import PROVEN_ON
 from lowerkit.pass_infra.accelerations.lowering import accelerated_lowering
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 from lowerkit.pass_infra.accelerations.quantization import accelerated_quantization
+from lowerkit.pass_infra.accelerations.reexport import REEXPORT
 from lowerkit.pass_infra.accelerations.versions import proven_scope
 
 __all__ = ["LLM_PARTITIONER", "accelerated_coreml_llm_export", "coreml_partitioner", "coreml_quantizer"]
@@ -132,12 +133,13 @@ LLM_PARTITIONER = Patch("lowerkit.coreml_preprocess.llm_export", _replacements)
 def accelerated_coreml_llm_export() -> Iterator[None]:
     """Within the block, ``export_llama`` lowers to Core ML with lowerkit's backend, faster, the same model.
 
-    Holds `LLM_PARTITIONER`, pass-infra's ``accelerated_quantization()`` and
+    Holds `LLM_PARTITIONER`, pass-infra's ``REEXPORT`` (the builder's re-export of the module its
+    first export made, without a second trace), ``accelerated_quantization()`` and
     ``accelerated_lowering()``, and the lowering lock. Stock (with an ``UnprovenVersionWarning``)
     on versions other than ``PROVEN_ON``: then ExecuTorch's Core ML backend must be importable.
     """
     with proven_scope(
         "lowerkit-coreml-preprocess", PROVEN_ON, "accelerated_coreml_llm_export",
-        LLM_PARTITIONER.scope(), accelerated_quantization(), accelerated_lowering(),
+        LLM_PARTITIONER.scope(), REEXPORT.scope(), accelerated_quantization(), accelerated_lowering(),
     ):  # fmt: skip
         yield

@@ -70,6 +70,7 @@ __all__ = [
     "inlined_bodies",
     "last_refusal",
     "record_as_traced",
+    "renamed_call_graph",
     "trace_names",
 ]
 
@@ -208,7 +209,7 @@ def decompose_locally(
     renamed.update({old: node.name for old, node in replaced.items()})
     for spec in result.graph_signature.output_specs:
         spec.arg.name = renamed.get(spec.arg.name, spec.arg.name)
-    _upstream.set_module_call_graph(result, _renamed_call_graph(program, renamed))
+    _upstream.set_module_call_graph(result, renamed_call_graph(program, renamed))
     return result
 
 
@@ -723,7 +724,8 @@ def _traced_requires_grad(node: Node) -> bool:
     return bool(node.meta["val"].requires_grad)
 
 
-def _renamed_call_graph(program: ExportedProgram, renamed: dict[str, str]) -> Any:
+def renamed_call_graph(program: ExportedProgram, renamed: dict[str, str]) -> Any:
+    """`program`'s module call graph (a copy) with the arguments `renamed` (old name -> new) renamed."""
     call_graph = copy.deepcopy(program.module_call_graph)
     for entry in call_graph:
         if entry.signature is not None:

@@ -31,6 +31,7 @@ from lowerkit.pass_infra.accelerations.lazy_copies import LAZY_COPIES
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement, all_patches
 from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
+from lowerkit.pass_infra.accelerations.reexport import REEXPORT
 from lowerkit.pass_infra.accelerations.retrace_skip import RETRACE_SKIP
 from lowerkit.pass_infra.accelerations.settled_heap import SETTLED_HEAP
 from lowerkit.pass_infra.accelerations.shared_provenance import SHARED_PROVENANCE
@@ -156,6 +157,11 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
     Acceleration(DEFERRED_EXPORT, (_LOWERING, _QUANTIZATION), "`torch.export.export`: code generated once"),
     Acceleration(
         EXPORT_GUARDS, (_LOWERING, _QUANTIZATION), "strict `torch.export.export`: the discarded guard function"
+    ),
+    Acceleration(
+        REEXPORT,
+        ("accelerated_coreml_llm_export()",),
+        "`export_llama`'s builder: the strict re-export of its unchanged `.module()`",
     ),
     Acceleration(
         FRESH_ATTRIBUTE_NAMES, (_QUANTIZATION,), "`prepare_pt2e` / `convert_pt2e`: observer and qparam names"
