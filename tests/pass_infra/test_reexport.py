@@ -103,3 +103,7 @@ def test_anything_else_is_left_to_torch(first: Any) -> None:
         assert reexported(changed, inputs, None, None) is not None
         next(n for n in program.graph.nodes if n.op == "call_function").meta["custom"] = {}
         assert reexported(changed, inputs, None, None) is None  # its program changed since
+    program, inputs = _first("cache")
+    with REEXPORT.scope():
+        kept = program.module(check_guards=False)
+    assert reexported(kept, inputs, None, None) is None  # forgotten when the scope closed

@@ -11,12 +11,16 @@ graph, weights and signature, with what a strict re-trace of the module's code r
 * each weight's placeholder holds the copied fields of its last user in the module's graph: for
   a mutated buffer (the KV cache) the ``copy_`` that ``.module()`` writes it back with, which
   carries no metadata, so Dynamo's (its name, its operator, a call count);
-* a call without ``source_fn_stack`` (export's ``_assert_tensor_metadata``) gets Dynamo's;
+* a call without ``source_fn_stack`` (export's ``_assert_tensor_metadata``) gets Dynamo's, and
+  no call is marked as a view functionalization regenerated (the module writes back last);
+* the nodes named as a trace names them (the gaps the first trace's dead-code elimination left
+  close);
 * the state dict in the module's parameter and buffer order, its non-persistent buffers as the
   constants, a module call graph entry per submodule (``named_modules``).
 
-Any other module, or a graph holding calls of another kind, is re-exported as stock. The live
-test (``tests/llm_export/test_llm_sameness.py``) compares the two on ``export_llama``.
+Any other module, or a graph holding calls of another kind, is re-exported as stock. The modules
+remembered are dropped when the last scope closes. ``tests/pass_infra/test_reexport.py`` and the
+live test (``tests/llm_export/test_llm_sameness.py``) compare the two with torch's.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class _Origin:
     state: tuple[Any, ...]
 
 
-#: Each module ``ExportedProgram.module()`` made inside a scope, and where it came from.
+#: Each module ``ExportedProgram.module()`` made inside a scope, and where it came from (the
+#: entry holds the module's graph, so it lives until the scope closes: `REEXPORT` clears it).
 _ORIGINS: weakref.WeakKeyDictionary[GraphModule, _Origin] = weakref.WeakKeyDictionary()
 
 
@@ -252,4 +257,4 @@ def _replacements() -> list[Replacement]:
 
 #: ExecuTorch's LLM builder re-exports an unchanged ``.module()`` from its first export (held by
 #: coreml-preprocess's ``accelerated_coreml_llm_export()``).
-REEXPORT = Patch("lowerkit.pass_infra.accelerations.reexport", _replacements)
+REEXPORT = Patch("lowerkit.pass_infra.accelerations.reexport", _replacements, on_uninstall=(_ORIGINS.clear,))

@@ -162,6 +162,7 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
         REEXPORT,
         ("accelerated_coreml_llm_export()",),
         "`export_llama`'s builder: the strict re-export of its unchanged `.module()`",
+        "the modules remembered dropped at removal",
     ),
     Acceleration(
         FRESH_ATTRIBUTE_NAMES, (_QUANTIZATION,), "`prepare_pt2e` / `convert_pt2e`: observer and qparam names"
