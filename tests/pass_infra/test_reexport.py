@@ -17,7 +17,7 @@ from pass_infra.test_retrace_skip import _SMALL, _assert_same
 
 
 class _Cache(torch.nn.Module):
-    """A KV-cache-like write (a buffer updated in place), a non-persistent buffer, a cast export
+    """A KV-cache-like write (a buffer updated in place), non-persistent buffers, a cast export
     asserts (``_assert_tensor_metadata``) and a two-output op (getitems)."""
 
     def __init__(self) -> None:
@@ -25,9 +25,12 @@ class _Cache(torch.nn.Module):
         self.proj = torch.nn.Linear(8, 8)
         self.register_buffer("cache", torch.zeros(4, 8))
         self.register_buffer("scale", torch.linspace(0.5, 1.5, 8), persistent=False)
+        # non-persistent buffers' names sit in a set: their order is the hash seed's, the constants' is not
+        self.register_buffer("shift", torch.linspace(-1.0, 1.0, 8), persistent=False)
+        self.register_buffer("bias", torch.full((8,), 0.25), persistent=False)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        y = self.proj(x).to(torch.float32) * self.scale
+        y = self.proj(x).to(torch.float32) * self.scale + self.shift * self.bias
         self.cache.index_put_((pos,), y)
         low, high = self.cache.split(2)
         return (low.sum(0) + high.sum(0)).type_as(x)

@@ -43,14 +43,14 @@ def builder_dynamic_shapes(manager: Any) -> Any:
 
 
 def non_persistent_buffers(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """`module`'s non-persistent buffers by qualified name (what export puts in ``constants``)."""
-    found = {}
-    for prefix, submodule in module.named_modules(remove_duplicate=False):
-        for name in submodule._non_persistent_buffers_set:
-            buffer = submodule._buffers.get(name)
-            if buffer is not None:
-                found[f"{prefix}.{name}" if prefix else name] = buffer
-    return found
+    """`module`'s non-persistent buffers by qualified name, in ``named_buffers`` order (what export
+    puts in ``constants``; each module keeps their names in a set)."""
+    names = {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, submodule in module.named_modules(remove_duplicate=False)
+        for name in submodule._non_persistent_buffers_set
+    }
+    return {name: buffer for name, buffer in module.named_buffers(remove_duplicate=False) if name in names}
 
 
 def dynamo_call_names(module: GraphModule) -> dict[Node, str]:
