@@ -36,17 +36,21 @@ class _Cache(torch.nn.Module):
         return (low.sum(0) + high.sum(0)).type_as(x)
 
 
-#: ``.module()`` as ExecuTorch's code gets it: torch makes no ``_guards_fn`` call for ExecuTorch's
-#: callers (``torch.export._unlift._ok_to_generate_guards_fn``), and `reexport` leaves modules
-#: with one to torch.
 def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(1, 8), torch.tensor([1])
 
 
-def _export(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: Any) -> torch.export.ExportedProgram:
+def _export(module: torch.nn.Module, inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
     """How ExecuTorch's LLM builder exports: strict, under no_grad, then ``run_decompositions({})``."""
     with torch.no_grad():
-        return torch.export.export(module, inputs, strict=True, **kwargs).run_decompositions({})
+        return torch.export.export(module, inputs, strict=True).run_decompositions({})
+
+
+def _module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """``program.module()`` as ExecuTorch's code gets it: torch makes no ``_guards_fn`` call for
+    ExecuTorch's callers (``torch.export._unlift._ok_to_generate_guards_fn``), and `reexport`
+    leaves a module with one to torch."""
+    return program.module(check_guards=False)
 
 
 def _first(name: str) -> tuple[torch.export.ExportedProgram, tuple[Any, ...]]:
@@ -73,7 +77,7 @@ def test_an_unchanged_module_reexports_as_torch_reexports_it(name: str) -> None:
     of in-place results, casts): metadata, names (the first trace's gaps closed), weights."""
     program, inputs = _first(name)
     with REEXPORT.scope():
-        module = program.module(check_guards=False)
+        module = _module(program)
         ours = reexported(module, inputs, None, None)
     if name in _LEFT_TO_TORCH:
         assert ours is None
@@ -91,22 +95,22 @@ def test_an_unchanged_module_reexports_as_torch_reexports_it(name: str) -> None:
 
 def test_anything_else_is_left_to_torch(first: Any) -> None:
     program, inputs = first
-    outside = program.module(check_guards=False)  # made outside the scope: its origin is unknown
+    outside = _module(program)  # made outside the scope: its origin is unknown
     assert reexported(outside, inputs, None, None) is None
     with REEXPORT.scope():
-        module = program.module(check_guards=False)
+        module = _module(program)
         assert reexported(module, _inputs(), None, None) is None  # other input tensors
         assert reexported(module, inputs, None, {"x": None, "pos": None}) is None  # dynamic shapes
-        edited = program.module(check_guards=False)
+        edited = _module(program)
         call = next(n for n in edited.graph.nodes if n.op == "call_function")
         call.meta = {**call.meta, "custom": {"tag": 1}}  # its metadata changed since .module()
         assert reexported(edited, inputs, None, None) is None
-        changed = program.module(check_guards=False)
+        changed = _module(program)
         program.graph_module.graph.eliminate_dead_code()  # nothing to drop: the program is unchanged
         assert reexported(changed, inputs, None, None) is not None
         next(n for n in program.graph.nodes if n.op == "call_function").meta["custom"] = {}
         assert reexported(changed, inputs, None, None) is None  # its program changed since
     program, inputs = _first("cache")
     with REEXPORT.scope():
-        kept = program.module(check_guards=False)
+        kept = _module(program)
     assert reexported(kept, inputs, None, None) is None  # forgotten when the scope closed
