@@ -91,6 +91,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "executorch.extension.llm.export.builder:LLMEdgeManager._export": ("d6e2ddc8d4352a5d", "pass-infra reexport._builder_export (REEXPORT: strict export under no_grad and the math SDPA kernel, then run_decompositions({}))"),
     "torch._dynamo.output_graph:SubgraphTracer._create_proxy": ("2197eaa85503a736", "pass-infra reexport._retraced_fields (Dynamo's source_fn_stack: the node's name and target)"),
     "torch._dynamo.output_graph:SubgraphTracer._maybe_preserve_original_meta": ("6a1bd5c1bea9d9dd", "pass-infra reexport._retraced_fields (a re-traced graph module's copied fields are its own)"),
+    "torch.export._trace:_get_non_persistent_buffers": ("78b7707e1d5f025a", "pass-infra _upstream_reexport.non_persistent_buffers (the re-export's constants)"),
     "torch.export._unlift:_unlift_exported_program_lifted_states": ("d9c544b92940534a", "pass-infra reexport (.module()'s buffer write-backs: copy_ calls without metadata, after the last use)"),
     "torch.export:export": ("668c292abe414f93", "pass-infra deferred_export.export_deferring_recompiles (DEFERRED_EXPORT replaces it)"),
     "executorch.exir.pass_base:_ExportPassBase": ("713db8b49c7972f4", "pass-infra cheaper_replay._LazyDebugStr (node_debug_str: who writes and reads it)"),

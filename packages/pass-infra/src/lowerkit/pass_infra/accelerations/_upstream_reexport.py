@@ -43,13 +43,11 @@ def builder_dynamic_shapes(manager: Any) -> Any:
 
 
 def non_persistent_buffers(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """`module`'s non-persistent buffers by qualified name, in ``named_buffers`` order (what export
-    puts in ``constants``; each module keeps their names in a set)."""
-    names = {
-        f"{prefix}.{name}" if prefix else name
-        for prefix, submodule in module.named_modules(remove_duplicate=False)
-        for name in submodule._non_persistent_buffers_set
-    }
+    """`module`'s non-persistent buffers by qualified name (export's own set of them), in
+    ``named_buffers`` order: what export puts in ``constants``."""
+    from torch.export._trace import _get_non_persistent_buffers
+
+    names = _get_non_persistent_buffers(module)
     return {name: buffer for name, buffer in module.named_buffers(remove_duplicate=False) if name in names}
 
 
