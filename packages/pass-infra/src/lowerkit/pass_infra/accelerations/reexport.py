@@ -140,8 +140,7 @@ def _replayable(node: Node) -> bool:
 def _from_first_export(program: ExportedProgram, module: GraphModule, constants: dict[str, Any]) -> ExportedProgram:
     with LAZY_COPIES.scope():  # its code is made once, after the renaming (below)
         result = _upstream.copy_exported_program(program)
-    names = upstream.dynamo_call_names(module)
-    fields = _retraced_fields(module, names)
+    fields = _retraced_fields(module, upstream.dynamo_call_names(module))
     by_name = {node.name: node for node in module.graph.nodes}
     weights = {spec.arg.name: spec.target for spec in result.graph_signature.input_specs if spec.kind != InputKind.USER_INPUT}
     users = _last_users_fields(module, fields)
@@ -153,10 +152,9 @@ def _from_first_export(program: ExportedProgram, module: GraphModule, constants:
             # regenerated after a mutation, as the first trace (of in-place writes) did
             node.meta.pop("is_functional_regenerated", None)
             if "source_fn_stack" not in node.meta:
-                node.meta = _with_source_fn(node.meta, [(names[by_name[node.name]], node.target)])
-    persistent = {name for name, _ in module.named_buffers(remove_duplicate=False)} - constants.keys()
+                node.meta = _with_source_fn(node.meta, fields[by_name[node.name]]["source_fn_stack"])
     state_dict = dict(module.named_parameters(remove_duplicate=False))
-    state_dict.update((name, b) for name, b in module.named_buffers(remove_duplicate=False) if name in persistent)
+    state_dict.update((name, b) for name, b in module.named_buffers(remove_duplicate=False) if name not in constants)
     upstream.set_weights(result, state_dict, dict(constants))
     # The re-trace names its calls afresh: the gaps the first trace's dead-code elimination left close.
     old_names = {node: node.name for node in result.graph.nodes}
