@@ -398,7 +398,9 @@ def preimport(side: str, coreml: bool, *also: str) -> None:
     On lowerkit's sides that is every module of the lowerkit packages the flow runs: the facades are
     lazy and the flows import inside functions, so importing a facade alone leaves lowerkit's imports on
     the clock. A stock Core ML side imports coreml-quantizer only (lowerkit's Core ML backend cannot
-    share a process with ExecuTorch's). Importing a lowerkit module never applies a patch.
+    share a process with ExecuTorch's). Importing a lowerkit module never applies a patch. A package's
+    ``__main__`` is a command, not a module a flow imports: importing it would run it (and its imports,
+    ExecuTorch's LLM tokenizers among them, add ~8 MB to the side's peak RSS).
     """
     backend = "coreml" if coreml else "arm"
     stock_modules = _SHARED_COREML_MODULES if coreml and side != "stock" else _STOCK_MODULES[backend]
@@ -406,7 +408,8 @@ def preimport(side: str, coreml: bool, *also: str) -> None:
     packages = _LOWERKIT_PACKAGES[backend] if side != "stock" else ("lowerkit.coreml_quantizer",) if coreml else ()
     for package in packages:
         path = importlib.import_module(package).__path__
-        modules += [package, *(found.name for found in pkgutil.walk_packages(path, f"{package}."))]
+        found = (module.name for module in pkgutil.walk_packages(path, f"{package}."))
+        modules += [package, *(name for name in found if not name.endswith(".__main__"))]
     for module in modules:
         importlib.import_module(module)
 
