@@ -22,6 +22,7 @@ from executorch.exir.lowered_backend_module import LoweredBackendModule
 
 from lowerkit import zoo
 from lowerkit.pass_infra import _upstream, accelerated_lowering
+from lowerkit.pass_infra.accelerations.deferred_lowering import handed_back_graph_modules
 from lowerkit.pass_infra.accelerations.pattern_skip import cannot_match, pattern_passes
 from pass_infra.conftest import meta_mismatches
 
@@ -114,6 +115,19 @@ def test_xnnpack_lowering_is_the_same(lowerings: dict[str, Any], name: str) -> N
     assert fast_pte == stock_pte
 
 
+def test_what_the_lowering_hands_back_is_plain(lowerings: dict[str, Any]) -> None:
+    """deferred_lowering builds graph modules lazily inside the lowering: each one handed back
+    (programs, nested graphs, the delegates' original programs) is a plain GraphModule with its
+    code, as stock's are (the code itself is compared with stock's above)."""
+    for name, (_, (fast, _)) in lowerings.items():
+        modules = [m for root in handed_back_graph_modules([fast]) for m in root.modules()]
+        graph_modules = [m for m in modules if isinstance(m, torch.fx.GraphModule)]
+        assert len(graph_modules) >= 2, name  # the program's and a delegate's original
+        for module in graph_modules:
+            assert type(module).__bases__ == (torch.fx.GraphModule,), (name, type(module).__mro__)
+            assert "_code" in vars(module), name
+
+
 def test_every_pattern_holds_the_ops_the_skip_relies_on(lowerings: dict[str, Any]) -> None:
     """The skip is sound only if each listed op is in every pattern SubgraphMatcher must match."""
     specs = pattern_passes()
@@ -147,6 +161,9 @@ def _patched_attributes() -> dict[str, Any]:
         "py_impl": vars(torch._ops.OperatorBase)["py_impl"],
         "cia.override": exported_program._override_composite_implicit_decomp,
         "set_current_meta": torch.fx.traceback.set_current_meta,
+        "GraphModule.__new__": vars(torch.fx.GraphModule)["__new__"],
+        "gen_edge_manager": _upstream.exir_program_module._gen_edge_manager_for_partitioners,
+        "to_backend": vars(_upstream.exir_program_module.EdgeProgramManager)["to_backend"],
     }
     for cls, _, _ in pattern_passes():
         state[f"{cls.__name__}.call"] = vars(cls)["call"]
@@ -159,7 +176,8 @@ def test_every_patched_function_is_the_original_after_the_scope() -> None:
         inside = _patched_attributes()
     changed = {k for k in before if inside[k] is not before[k]}
     assert {
-        "py_impl", "cia.exported_program", "cia.decomp_utils", "cia.override", "replay.run_node", "set_current_meta"
+        "py_impl", "cia.exported_program", "cia.decomp_utils", "cia.override", "replay.run_node", "set_current_meta",
+        "GraphModule.__new__", "gen_edge_manager", "to_backend",
     } <= changed
     assert {f"{cls.__name__}.call" for cls, _, _ in pattern_passes()} <= changed
     after = _patched_attributes()

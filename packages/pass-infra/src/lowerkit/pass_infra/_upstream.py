@@ -21,6 +21,7 @@ import torch.fx.experimental.proxy_tensor as _proxy_tensor
 import torch.fx.proxy as _fx_proxy
 import torch.fx.traceback as _fx_traceback
 from executorch.exir import pass_base as _pass_base
+from executorch.exir.program import _program as _exir_program
 from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
 from executorch.exir.pass_base import ExportPass, NodeMetadata, ProxyValue
 from torch._export import pass_base as _torch_pass_base
@@ -29,6 +30,7 @@ from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import Node
 from torch.fx._lazy_graph_module import _LazyGraphModule, _use_lazy_graph_module
+from torch.fx.graph import _PyTreeCodeGen
 from torch.fx.immutable_collections import immutable_dict
 from torch.fx.interpreter import Interpreter
 from torch.fx.passes.infra.pass_base import PassResult
@@ -53,6 +55,7 @@ __all__ = [
     "OpOverload",
     "OpOverloadPacket",
     "ProxyValue",
+    "SpecKeepingLazyGraphModule",
     "StockInterpreter",
     "TorchExportPassBase",
     "TorchProxyValue",
@@ -71,9 +74,11 @@ __all__ = [
     "dispatched_arguments",
     "eager_input_vals",
     "edge_op_aten",
+    "edge_to_backend_body",
     "edge_verifier_context",
     "edge_verifier_inputs",
     "executorch_call_delegate",
+    "exir_program_module",
     "exported_program_module",
     "extract_symbolic_snapshot",
     "fake_cache",
@@ -164,6 +169,35 @@ stock_validate_snapshots: Callable[..., Any] = ExportPassBase._validate_symbolic
 stock_capture_snapshots: Callable[..., Any] = ExportPassBase._capture_symbolic_input_snapshots
 #: torch's lazily code-generating GraphModule.
 LazyGraphModule: Any = _LazyGraphModule
+
+
+class SpecKeepingLazyGraphModule(_LazyGraphModule):
+    """torch's `LazyGraphModule` whose ``recompile()`` still sets what stock's sets besides the code.
+
+    torch's lazy ``recompile()`` only marks the code stale, so a module whose graph has pytree
+    codegen (``ExportedProgram.module()``'s) lacks the ``_in_spec`` / ``_out_spec`` that
+    ``run_decompositions`` and strict export read off it (torch's own TODO, T207713214). This one
+    sets them as ``GraphModule.recompile`` does, then marks the code stale.
+    """
+
+    def recompile(self) -> None:  # type: ignore[override]  # a classmethod on torch's class
+        if isinstance(self._graph._codegen, _PyTreeCodeGen):
+            self._in_spec = self._graph._codegen.pytree_info.in_spec
+            self._out_spec = self._graph._codegen.pytree_info.out_spec
+        type(self).forward = type(self)._lazy_forward  # type: ignore[method-assign]
+
+
+#: ExecuTorch's program module: ``_gen_edge_manager_for_partitioners`` (the first half of
+#: ``to_edge_transform_and_lower``) is looked up in it per call.
+exir_program_module: Any = _exir_program
+
+#: ``EdgeProgramManager.to_backend``'s own body: its ``et_logger`` stub wrapper keeps no
+#: ``__wrapped__`` (the source hashes read it here).
+edge_to_backend_body: Any = next(
+    cell.cell_contents
+    for cell in _exir_program.EdgeProgramManager.to_backend.__closure__ or ()
+    if getattr(cell.cell_contents, "__qualname__", "") == "EdgeProgramManager.to_backend"
+)
 
 
 #: torch.ao's (and torchao's copy) factory of fresh-attribute-name functions, a global of its users.

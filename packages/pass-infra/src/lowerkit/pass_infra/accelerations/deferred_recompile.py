@@ -25,7 +25,7 @@ import torch
 from torch.fx import GraphModule
 from torch.fx.passes.infra.pass_manager import PassManager
 
-from lowerkit.pass_infra._upstream import LazyGraphModule
+from lowerkit.pass_infra._upstream import LazyGraphModule, SpecKeepingLazyGraphModule
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 
 __all__ = ["DEFERRED_RECOMPILE", "lazily_made_in", "make_plain", "plain_graph_module"]
@@ -38,9 +38,13 @@ def _per_instance(cls: type) -> bool:
     return cls.__qualname__.split(".")[-1] == "GraphModuleImpl"
 
 
+#: The classes a lazily built graph module's per-instance class derives from.
+_LAZY_BASES = ((LazyGraphModule,), (SpecKeepingLazyGraphModule,))
+
+
 def _lazily_made(module: Any) -> bool:
     cls = type(module)
-    return isinstance(module, GraphModule) and _per_instance(cls) and cls.__bases__ == (LazyGraphModule,)
+    return isinstance(module, GraphModule) and _per_instance(cls) and cls.__bases__ in _LAZY_BASES
 
 
 def plain_graph_module(module: GraphModule) -> None:

@@ -61,6 +61,7 @@ from torch.export.graph_signature import (
 from torch.fx import Graph, GraphModule, Node
 
 from lowerkit.pass_infra import _upstream
+from lowerkit.pass_infra.accelerations.deferred_lowering import building_lazily
 from lowerkit.pass_infra.accelerations.deferred_recompile import plain_graph_module
 from lowerkit.pass_infra.accelerations.lazy_copies import LAZY_COPIES
 
@@ -204,7 +205,8 @@ def decompose_locally(
     record_as_traced(program, result, spliced)
     old_names = {node: node.name for node in result.graph.nodes}
     _upstream.rename_nodes(result.graph, names)
-    plain_graph_module(result.graph_module)
+    if not building_lazily():  # else the half that called it makes what it hands back plain
+        plain_graph_module(result.graph_module)
     renamed = {old: node.name for node, old in old_names.items()}
     renamed.update({old: node.name for old, node in replaced.items()})
     for spec in result.graph_signature.output_specs:

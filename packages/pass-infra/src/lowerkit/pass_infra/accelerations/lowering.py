@@ -10,6 +10,7 @@ from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
 from lowerkit.pass_infra.accelerations.dead_code import DEAD_CODE
 from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
+from lowerkit.pass_infra.accelerations.deferred_lowering import DEFERRED_LOWERING
 from lowerkit.pass_infra.accelerations.export_guards import EXPORT_GUARDS
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
@@ -51,6 +52,8 @@ def accelerated_lowering() -> Iterator[None]:
       (``dead_code``; the Arm backend runs it once per linear it decomposes);
     - torch.fx compiles each distinct generated source once (``compiled_code``): a graph
       recompiled unchanged reuses the code object;
+    - ``to_edge_transform_and_lower``'s two halves build their graph modules lazily and generate
+      code only for the programs they hand back (``deferred_lowering``);
     - ``torch.export.export`` is ``export_deferring_recompiles`` (``DEFERRED_EXPORT``): the same
       program, without generating the code of the modules export edits on the way;
     - a strict (Dynamo) export builds the guard function it discards without the
@@ -62,7 +65,7 @@ def accelerated_lowering() -> Iterator[None]:
     """
     patches = (
         PATTERN_SKIP, CIA_SCAN, RETRACE_SKIP, SHARED_PROVENANCE, SETTLED_HEAP, VERIFIED_GRAPHS,
-        PARTITION_REACHABILITY, COMPILED_CODE, DEFERRED_EXPORT, DEAD_CODE, EXPORT_GUARDS,
+        PARTITION_REACHABILITY, COMPILED_CODE, DEFERRED_EXPORT, DEFERRED_LOWERING, DEAD_CODE, EXPORT_GUARDS,
     )  # fmt: skip
     scopes = (cheaper_replay(), faketensor_cache(), *(patch.scope() for patch in patches))
     with proven_scope("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering", *scopes):

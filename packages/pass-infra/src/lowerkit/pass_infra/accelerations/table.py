@@ -23,6 +23,7 @@ from lowerkit.pass_infra.accelerations.cia_scan import CIA_SCAN
 from lowerkit.pass_infra.accelerations.compiled_code import COMPILED_CODE
 from lowerkit.pass_infra.accelerations.dead_code import DEAD_CODE
 from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
+from lowerkit.pass_infra.accelerations.deferred_lowering import DEFERRED_LOWERING
 from lowerkit.pass_infra.accelerations.deferred_recompile import DEFERRED_RECOMPILE
 from lowerkit.pass_infra.accelerations.export_guards import EXPORT_GUARDS
 from lowerkit.pass_infra.accelerations.fake_cache import FAKE_CACHE
@@ -193,6 +194,14 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
     Acceleration(PARTITION_REACHABILITY, (_LOWERING,), "partitioning (`CapabilityBasedPartitioner`)"),
     Acceleration(
         DEAD_CODE, (_LOWERING, _QUANTIZATION), "`Graph.eliminate_dead_code` (backend, edge and quantizer passes)"
+    ),
+    Acceleration(
+        DEFERRED_LOWERING,
+        (_LOWERING,),
+        "`to_edge_transform_and_lower`'s two halves: code generated only for the programs handed back",
+        guarded_by={
+            "executorch.exir.program._program:EdgeProgramManager.to_backend": "lowerkit.pass_infra._upstream:edge_to_backend_body"
+        },
     ),
     Acceleration(COMPILED_CODE, (_LOWERING, _QUANTIZATION), "graph module recompiles"),
     Acceleration(
