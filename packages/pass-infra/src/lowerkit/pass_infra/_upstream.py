@@ -21,9 +21,9 @@ import torch.fx.experimental.proxy_tensor as _proxy_tensor
 import torch.fx.proxy as _fx_proxy
 import torch.fx.traceback as _fx_traceback
 from executorch.exir import pass_base as _pass_base
-from executorch.exir.program import _program as _exir_program
 from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
 from executorch.exir.pass_base import ExportPass, NodeMetadata, ProxyValue
+from executorch.exir.program import _program as _exir_program
 from torch._export import pass_base as _torch_pass_base
 from torch._export.pass_infra.proxy_value import ProxyValue as _TorchProxyValue
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
@@ -41,6 +41,7 @@ __all__ = [
     "ATTRIBUTE_NAMER",
     "COPY_META_FIELDS",
     "EXPORT_GRAPH_MODULE",
+    "GEN_EDGE_MANAGER",
     "HISTOGRAM_SEARCH_METHOD",
     "STOCK_RUN_DECOMPOSITIONS",
     "TORCH_SYM_OPS",
@@ -125,6 +126,7 @@ __all__ = [
     "signature_input_views",
     "stock_capture_snapshots",
     "stock_create_arg",
+    "stock_gen_edge_manager",
     "stock_is_builtin",
     "stock_run_node",
     "stock_set_cache_key",
@@ -180,16 +182,18 @@ class SpecKeepingLazyGraphModule(_LazyGraphModule):
     sets them as ``GraphModule.recompile`` does, then marks the code stale.
     """
 
-    def recompile(self) -> None:  # type: ignore[override]  # a classmethod on torch's class
+    def recompile(self) -> None:  # a classmethod on torch's class
         if isinstance(self._graph._codegen, _PyTreeCodeGen):
             self._in_spec = self._graph._codegen.pytree_info.in_spec
             self._out_spec = self._graph._codegen.pytree_info.out_spec
-        type(self).forward = type(self)._lazy_forward  # type: ignore[method-assign]
+        type(self).forward = type(self)._lazy_forward
 
 
-#: ExecuTorch's program module: ``_gen_edge_manager_for_partitioners`` (the first half of
+#: ExecuTorch's program module: `GEN_EDGE_MANAGER` (the first half of
 #: ``to_edge_transform_and_lower``) is looked up in it per call.
 exir_program_module: Any = _exir_program
+GEN_EDGE_MANAGER = "_gen_edge_manager_for_partitioners"
+stock_gen_edge_manager: Callable[..., Any] = _exir_program._gen_edge_manager_for_partitioners
 
 #: ``EdgeProgramManager.to_backend``'s own body: its ``et_logger`` stub wrapper keeps no
 #: ``__wrapped__`` (the source hashes read it here).

@@ -34,7 +34,7 @@ from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
 __all__ = ["DEFERRED_LOWERING", "building_lazily", "handed_back_graph_modules"]
 
 _STOCK_NEW = GraphModule.__new__
-_STOCK_GEN_EDGE_MANAGER = _upstream.exir_program_module._gen_edge_manager_for_partitioners
+_STOCK_GEN_EDGE_MANAGER = _upstream.stock_gen_edge_manager
 _STOCK_TO_BACKEND = EdgeProgramManager.to_backend
 
 _LOCAL = threading.local()
@@ -110,7 +110,7 @@ DEFERRED_LOWERING = Patch(
     "lowerkit.pass_infra.accelerations.deferred_lowering",
     lambda: [
         Replacement(GraphModule, "__new__", staticmethod(_new)),
-        Replacement(_upstream.exir_program_module, "_gen_edge_manager_for_partitioners", _gen_edge_manager_deferring),
+        Replacement(_upstream.exir_program_module, _upstream.GEN_EDGE_MANAGER, _gen_edge_manager_deferring),
         Replacement(EdgeProgramManager, "to_backend", _to_backend_deferring),
     ],
 )
