@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from executorch.exir.lowered_backend_module import LoweredBackendModule
@@ -61,7 +61,7 @@ def _new(cls: type[GraphModule], *args: Any, **kwargs: Any) -> GraphModule:
     return _STOCK_NEW(cls, *args, **kwargs)
 
 
-def handed_back_graph_modules(programs: Iterator[ExportedProgram] | list[ExportedProgram]) -> list[GraphModule]:
+def handed_back_graph_modules(programs: Iterable[ExportedProgram]) -> list[GraphModule]:
     """The root graph modules a caller gets with `programs`: each program's, and (recursively)
     the original program's of every delegate they hold."""
     pending = list(programs)
@@ -77,7 +77,7 @@ def _programs(manager: EdgeProgramManager) -> list[ExportedProgram]:
     return [manager.exported_program(method) for method in sorted(manager.methods)]
 
 
-def _lazy_before(programs: list[ExportedProgram]) -> set[int]:
+def _lazy_before(programs: Iterable[ExportedProgram]) -> set[int]:
     return {made for root in handed_back_graph_modules(programs) for made in lazily_made_in(root)}
 
 
@@ -91,7 +91,7 @@ def _gen_edge_manager_deferring(
     partitioner: Any, aten_programs: dict[str, ExportedProgram], *args: Any, **kwargs: Any
 ) -> EdgeProgramManager:
     """``_gen_edge_manager_for_partitioners``, generating code only for the programs it returns."""
-    lazy_before = _lazy_before(list(aten_programs.values()))
+    lazy_before = _lazy_before(aten_programs.values())
     with _building_lazily():
         manager = _STOCK_GEN_EDGE_MANAGER(partitioner, aten_programs, *args, **kwargs)
     return _handed_back_plain(manager, lazy_before)
