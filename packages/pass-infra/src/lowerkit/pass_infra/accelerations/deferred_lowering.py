@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from executorch.exir.lowered_backend_module import LoweredBackendModule
@@ -81,7 +81,14 @@ def _lazy_before(programs: Iterable[ExportedProgram]) -> set[int]:
     return {made for root in handed_back_graph_modules(programs) for made in lazily_made_in(root)}
 
 
-def _handed_back_plain(manager: EdgeProgramManager, lazy_before: set[int]) -> EdgeProgramManager:
+def _deferring(
+    stock: Callable[..., EdgeProgramManager], given: Iterable[ExportedProgram], *args: Any, **kwargs: Any
+) -> EdgeProgramManager:
+    """``stock(*args, **kwargs)`` building graph modules lazily, its manager's modules handed back
+    plain (the `given` programs' lazily made modules stay as the caller had them)."""
+    lazy_before = _lazy_before(given)
+    with _building_lazily():
+        manager = stock(*args, **kwargs)
     for root in handed_back_graph_modules(_programs(manager)):
         make_plain(root, lazy_before)
     return manager
@@ -91,18 +98,12 @@ def _gen_edge_manager_deferring(
     partitioner: Any, aten_programs: dict[str, ExportedProgram], *args: Any, **kwargs: Any
 ) -> EdgeProgramManager:
     """``_gen_edge_manager_for_partitioners``, generating code only for the programs it returns."""
-    lazy_before = _lazy_before(aten_programs.values())
-    with _building_lazily():
-        manager = _STOCK_GEN_EDGE_MANAGER(partitioner, aten_programs, *args, **kwargs)
-    return _handed_back_plain(manager, lazy_before)
+    return _deferring(_STOCK_GEN_EDGE_MANAGER, aten_programs.values(), partitioner, aten_programs, *args, **kwargs)
 
 
 def _to_backend_deferring(self: EdgeProgramManager, *args: Any, **kwargs: Any) -> EdgeProgramManager:
     """``EdgeProgramManager.to_backend``, generating code only for the programs it returns."""
-    lazy_before = _lazy_before(_programs(self))
-    with _building_lazily():
-        manager = _STOCK_TO_BACKEND(self, *args, **kwargs)
-    return _handed_back_plain(manager, lazy_before)
+    return _deferring(_STOCK_TO_BACKEND, _programs(self), self, *args, **kwargs)
 
 
 #: Held by ``accelerated_lowering()``.

@@ -7,7 +7,9 @@ copies of every node) and runs it in FakeTensor mode, to compute values the call
 returns, when it is what that run gives (the replay engine asks it, for a delegate call not
 vouched for):
 the original program's user inputs hold the very value objects of the call's inputs, its outputs
-the very objects of the call's value, it mutates nothing, no input or output requires grad (the
+the very objects of the call's value, it mutates none of its inputs (a buffer it owns, as a
+delegate holding a KV cache does, it may: the kernel writes that only into its own unlifted copy,
+and a fake write changes no value), no input or output requires grad (the
 kernel runs the program without autograd), and each of its calls is vouched for
 (`replay_engine.is_vouched`) or a copy of one computing the same value
 (`replay_engine.is_vouched_copy`: partition programs are made of such copies), and no output is
@@ -27,6 +29,10 @@ from lowerkit.pass_infra import _upstream
 
 __all__ = ["delegate_call_value"]
 
+#: What a vouched program may return: its outputs, and the new values of buffers it owns (the
+#: fake kernel returns only the outputs; the buffers' new values are written into its own copy).
+_OUTPUTS_OR_OWN_STATE = (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION)
+
 
 def delegate_call_value(node: Node, computes_its_value: Callable[[Node], bool]) -> Any:
     """The value ExecuTorch's kernel gives `node`, an ``executorch_call_delegate`` call, made of
@@ -34,10 +40,10 @@ def delegate_call_value(node: Node, computes_its_value: Callable[[Node], bool]) 
     module's original program computes them from its inputs' recorded values; else None.
     `computes_its_value` says it of one call of that program (the replay engine's vouch)."""
     program = _delegated_program(node)
-    if program is None or not _computes(node, program, computes_its_value):
+    outputs = None if program is None else _kernel_outputs(node, program, computes_its_value)
+    if outputs is None:
         return None
-    out_spec = program.module_call_graph[0].signature.out_spec
-    return _upstream.pytree.tree_unflatten(list(node.meta["val"]), out_spec)
+    return _upstream.pytree.tree_unflatten(outputs, program.module_call_graph[0].signature.out_spec)
 
 
 def _delegated_program(node: Node) -> Any:
@@ -54,32 +60,39 @@ def _delegated_program(node: Node) -> Any:
     return program
 
 
-def _computes(node: Node, program: Any, computes_its_value: Callable[[Node], bool]) -> bool:
+def _kernel_outputs(node: Node, program: Any, computes_its_value: Callable[[Node], bool]) -> list[Any] | None:
+    """The recorded values of `program`'s user outputs, when they are what the kernel computes for
+    `node`; else None. The call records either all the program returns (as ``to_backend`` made it:
+    owned buffers' new values first) or its user outputs (as a replay of the kernel records it)."""
     inputs, values = node.args[1:], node.meta.get("val")
     if not isinstance(values, (tuple, list)):
-        return False
+        return None
     signature = program.graph_signature
-    if any(spec.kind != OutputKind.USER_OUTPUT for spec in signature.output_specs):
-        return False  # a buffer mutation: the call does more than compute its outputs
+    if any(spec.kind not in _OUTPUTS_OR_OWN_STATE for spec in signature.output_specs):
+        return None  # it writes into an input: the call does more than compute its outputs
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     user_inputs = [placeholders[name] for name in signature.user_inputs]
     if len(user_inputs) != len(inputs) or not all(
         isinstance(arg, Node) and _same_value(arg, placeholder) and not getattr(arg.meta["val"], "requires_grad", False)
         for arg, placeholder in zip(inputs, user_inputs, strict=True)
     ):
-        return False
-    outputs = next(n for n in reversed(program.graph.nodes) if n.op == "output").args[0]
-    if len(outputs) != len(values) or not all(
+        return None
+    returned = next(n for n in reversed(program.graph.nodes) if n.op == "output").args[0]
+    user_outputs = [out for out, spec in zip(returned, signature.output_specs, strict=True) if spec.kind == OutputKind.USER_OUTPUT]
+    recorded = returned if len(values) == len(returned) else user_outputs
+    if len(recorded) != len(values) or not all(
         isinstance(out, Node)
         and out.op != "placeholder"  # an output that is an input aliases it
         and out.meta.get("val") is value
         and getattr(value, "constant", None) is None
         # ExecuTorch runs a delegate without autograd: no output requires grad (no input does)
         and getattr(value, "requires_grad", True) is False
-        for out, value in zip(outputs, values, strict=True)
+        for out, value in zip(recorded, values, strict=True)
     ):
-        return False
-    return all(computes_its_value(call) for call in program.graph.nodes if call.op == "call_function")
+        return None
+    if not all(computes_its_value(call) for call in program.graph.nodes if call.op == "call_function"):
+        return None
+    return [out.meta["val"] for out in user_outputs]
 
 
 def _same_value(a: Node, b: Node) -> bool:
