@@ -6,6 +6,7 @@ import copy
 import re
 from typing import Any
 
+import pytest
 import torch
 from torch.fx import GraphModule
 
@@ -102,3 +103,18 @@ def meta_mismatches(stock: GraphModule, ours: GraphModule, *, provenance_roots_o
 def copies(graph_module: GraphModule, count: int) -> list[GraphModule]:
     """Independent deep copies (passes may edit their input in place)."""
     return [copy.deepcopy(graph_module) for _ in range(count)]
+
+
+@pytest.fixture
+def fake_kernel_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The lowered modules whose original program ExecuTorch's fake kernel for a delegate call
+    unlifts (``.module()``): one entry per kernel run."""
+    runs: list[Any] = []
+    stock = torch.export.ExportedProgram.module
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        runs.append(self)
+        return stock(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "module", counting)
+    return runs

@@ -2,15 +2,14 @@
 call whose lowered program computes its recorded value is not run through ExecuTorch's fake
 kernel (which unlifts and runs the whole program), and the program (code, metadata) and .pte
 bytes are stock's, also for a delegate that owns a mutable buffer (a KV cache, as ExecuTorch's
-Core ML partitioner takes it over); a program whose value is not vouched for, is not the call's,
-or requires grad runs it as stock does."""
+Core ML partitioner takes it over) and for outputs recorded with grad (the kernel's come
+without); a program whose value is not vouched for or is not the call's runs it as stock does."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import coremltools
-import pytest
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir import to_edge_transform_and_lower
@@ -42,20 +41,6 @@ def _delegate_calls(edge: Any) -> list[torch.fx.Node]:
 def _delegated(edge: Any, call: torch.fx.Node) -> Any:
     """The original program of the lowered module `call` calls."""
     return edge.exported_program().graph_module.get_submodule(str(call.args[0].target)).original_module
-
-
-@pytest.fixture
-def fake_kernel_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The lowered modules whose original program ExecuTorch's fake kernel unlifts (``.module()``)."""
-    runs: list[Any] = []
-    stock = torch.export.ExportedProgram.module
-
-    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
-        runs.append(self)
-        return stock(self, *args, **kwargs)
-
-    monkeypatch.setattr(torch.export.ExportedProgram, "module", counting)
-    return runs
 
 
 def test_a_vouched_delegate_call_keeps_its_value_and_gives_stocks_program_and_bytes(
@@ -132,13 +117,30 @@ def test_a_delegate_call_whose_value_is_not_the_programs_runs_the_fake_kernel(fa
     assert fast_pte == stock_pte
 
 
-def test_a_delegate_call_whose_value_requires_grad_runs_the_fake_kernel(fake_kernel_runs: list[Any]) -> None:
-    """ExecuTorch's kernel runs the program without autograd: its outputs do not require grad,
-    whatever the recorded value (from trainable weights) says."""
-    stock_pte = bytes(_edge(trainable=True).to_executorch().buffer)
+def _requires_grad(graph_module: torch.fx.GraphModule) -> list[Any]:
+    return [
+        [getattr(v, "requires_grad", None) for v in _upstream.pytree.tree_leaves(n.meta.get("val"))]
+        for n in graph_module.graph.nodes
+    ]
+
+
+def test_a_delegate_call_whose_recorded_value_requires_grad_gets_the_kernels_value(
+    fake_kernel_runs: list[Any],
+) -> None:
+    """Trainable weights: the recorded outputs require grad, ExecuTorch's kernel (no autograd)
+    gives them without; the call takes its recorded values detached, as stock's kernel run gives
+    them (the same program, metadata, requires_grad flags and bytes)."""
+    stock = _edge(trainable=True).to_executorch()
     with accelerated_lowering():
         edge = _edge(trainable=True)
         (call,) = _delegate_calls(edge)
-        assert not _vouched(call)
-        fast_pte = bytes(edge.to_executorch().buffer)
-    assert fast_pte == stock_pte
+        assert any(v.requires_grad for v in call.meta["val"])
+        assert _vouched(call)
+        fake_kernel_runs.clear()
+        fast = edge.to_executorch()
+    assert fake_kernel_runs == []
+    stock_module, fast_module = stock.exported_program().graph_module, fast.exported_program().graph_module
+    assert fast_module.code == stock_module.code
+    assert _meta_mismatches(stock_module, fast_module) == []
+    assert _requires_grad(fast_module) == _requires_grad(stock_module)
+    assert bytes(fast.buffer) == bytes(stock.buffer)

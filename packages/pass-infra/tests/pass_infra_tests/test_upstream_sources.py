@@ -67,6 +67,7 @@ UPSTREAM: dict[str, tuple[str, str]] = {
     "executorch.exir.program._program:_gen_edge_manager_for_partitioners": ("14a2b38bd338a215", "pass-infra deferred_lowering (the manager it returns holds every program it made)"),
     "executorch.exir.program._program:EdgeProgramManager.to_backend": ("6aeac465eada591f", "pass-infra deferred_lowering (et_logger's stub wrapper; the body below)"),
     "lowerkit.pass_infra._upstream:edge_to_backend_body": ("c954b0b4b6d705f3", "pass-infra deferred_lowering (the manager to_backend returns holds every program it made, delegates' originals included)"),
+    "executorch.exir.program._program:lift_constant_tensor_pass": ("b1c3c0bfed44396f", "pass-infra lifted_constants (it lifts get_attr constants to placeholders in place, re-pointing their users)"),
     "torch.export.graph_signature:ExportGraphSignature.inputs_to_parameters.fget": ("9570497adc19a1c4", "pass-infra signature_lookups.SIGNATURE_LOOKUPS (what a lookup reads)"),
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.ExportInterpreter.run_node": ("4825448c64e2c672", "pass-infra _upstream.replay_run_node"),
     "torch._export.pass_base:_ExportPassBaseDeprecatedDoNotUse.call_submodule": ("62f7a41be427a3e0", "pass-infra _upstream.lazy_call_submodule (validate=None)"),

@@ -43,6 +43,7 @@ __all__ = [
     "EXPORT_GRAPH_MODULE",
     "GEN_EDGE_MANAGER",
     "HISTOGRAM_SEARCH_METHOD",
+    "LIFT_CONSTANT_TENSOR_PASS",
     "STOCK_RUN_DECOMPOSITIONS",
     "TORCH_SYM_OPS",
     "EdgeOpOverload",
@@ -128,6 +129,7 @@ __all__ = [
     "stock_create_arg",
     "stock_gen_edge_manager",
     "stock_is_builtin",
+    "stock_lift_constant_tensor_pass",
     "stock_run_node",
     "stock_set_cache_key",
     "stock_set_cache_key_for_shape_env",
@@ -194,6 +196,9 @@ class SpecKeepingLazyGraphModule(_LazyGraphModule):
 exir_program_module: Any = _exir_program
 GEN_EDGE_MANAGER = "_gen_edge_manager_for_partitioners"
 stock_gen_edge_manager: Callable[..., Any] = _exir_program._gen_edge_manager_for_partitioners
+#: ``to_edge``'s lift of tensor constants to placeholders (in place), looked up in it per call.
+LIFT_CONSTANT_TENSOR_PASS = "lift_constant_tensor_pass"
+stock_lift_constant_tensor_pass: Callable[..., Any] = _exir_program.lift_constant_tensor_pass
 
 #: ``EdgeProgramManager.to_backend``'s own body: its ``et_logger`` stub wrapper keeps no
 #: ``__wrapped__`` (the source hashes read it here).

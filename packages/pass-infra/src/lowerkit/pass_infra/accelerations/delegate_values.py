@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch.export.graph_signature import OutputKind
 from torch.fx import Node
 
@@ -32,6 +33,9 @@ __all__ = ["delegate_call_value"]
 #: What a vouched program may return: its outputs, and the new values of buffers it owns (the
 #: fake kernel returns only the outputs; the buffers' new values are written into its own copy).
 _OUTPUTS_OR_OWN_STATE = (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION)
+
+#: Node attribute: (an output's recorded value, that value detached), made by `_without_grad`.
+_WITHOUT_GRAD_ATTR = "_lowerkit_without_grad"
 
 
 def delegate_call_value(node: Node, computes_its_value: Callable[[Node], bool]) -> Any:
@@ -83,16 +87,31 @@ def _kernel_outputs(node: Node, program: Any, computes_its_value: Callable[[Node
     if len(recorded) != len(values) or not all(
         isinstance(out, Node)
         and out.op != "placeholder"  # an output that is an input aliases it
-        and out.meta.get("val") is value
+        and isinstance(out.meta.get("val"), torch.Tensor)
+        and (value is out.meta["val"] or value is _without_grad(out))
         and getattr(value, "constant", None) is None
-        # ExecuTorch runs a delegate without autograd: no output requires grad (no input does)
-        and getattr(value, "requires_grad", True) is False
         for out, value in zip(recorded, values, strict=True)
     ):
         return None
     if not all(computes_its_value(call) for call in program.graph.nodes if call.op == "call_function"):
         return None
-    return [out.meta["val"] for out in user_outputs]
+    return [_without_grad(out) for out in user_outputs]
+
+
+def _without_grad(out: Node) -> torch.Tensor:
+    """`out`'s value as the kernel gives it: ExecuTorch runs a delegate without autograd (when no
+    input requires grad), so an output whose recorded value requires grad (its program's nodes were
+    traced with grad-requiring parameters) comes out detached: the same metadata, no grad. The
+    detached value is kept on the node (beside the value it was made from), so every replay gets
+    the same object and recognises it in the call's recorded value."""
+    value: torch.Tensor = out.meta["val"]
+    if not value.requires_grad:
+        return value
+    kept = getattr(out, _WITHOUT_GRAD_ATTR, None)
+    if kept is None or kept[0] is not value:
+        kept = (value, value.detach())
+        setattr(out, _WITHOUT_GRAD_ATTR, kept)
+    return kept[1]
 
 
 def _same_value(a: Node, b: Node) -> bool:

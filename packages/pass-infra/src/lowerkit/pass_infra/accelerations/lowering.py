@@ -13,6 +13,7 @@ from lowerkit.pass_infra.accelerations.deferred_export import DEFERRED_EXPORT
 from lowerkit.pass_infra.accelerations.deferred_lowering import DEFERRED_LOWERING
 from lowerkit.pass_infra.accelerations.export_guards import EXPORT_GUARDS
 from lowerkit.pass_infra.accelerations.fake_cache import faketensor_cache
+from lowerkit.pass_infra.accelerations.lifted_constants import LIFTED_CONSTANTS
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
 from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
 from lowerkit.pass_infra.accelerations.retrace_skip import RETRACE_SKIP
@@ -57,7 +58,11 @@ def accelerated_lowering() -> Iterator[None]:
     - ``torch.export.export`` is ``export_deferring_recompiles`` (``DEFERRED_EXPORT``): the same
       program, without generating the code of the modules export edits on the way;
     - a strict (Dynamo) export builds the guard function it discards without the
-      common-subexpression pass (``export_guards``): the same checks, the same program.
+      common-subexpression pass (``export_guards``): the same checks, the same program;
+    - ``to_edge``'s lift of tensor constants to placeholders keeps the replay engine's record of
+      the calls it re-points (``lifted_constants``): a delegate holding such a call (an LLM's
+      RMSNorm ``+ eps`` on Core ML) reuses its recorded value in ``to_executorch`` instead of
+      running ExecuTorch's fake kernel over the whole delegated program.
 
     Holds the process-wide lowering lock; scopes nest; other threads run stock; everything
     is restored when the last scope exits. Stock (with an ``UnprovenVersionWarning``) on
@@ -66,6 +71,7 @@ def accelerated_lowering() -> Iterator[None]:
     patches = (
         PATTERN_SKIP, CIA_SCAN, RETRACE_SKIP, SHARED_PROVENANCE, SETTLED_HEAP, VERIFIED_GRAPHS,
         PARTITION_REACHABILITY, COMPILED_CODE, DEFERRED_EXPORT, DEFERRED_LOWERING, DEAD_CODE, EXPORT_GUARDS,
+        LIFTED_CONSTANTS,
     )  # fmt: skip
     scopes = (cheaper_replay(), faketensor_cache(), *(patch.scope() for patch in patches))
     with proven_scope("lowerkit-pass-infra", PROVEN_ON, "accelerated_lowering", *scopes):

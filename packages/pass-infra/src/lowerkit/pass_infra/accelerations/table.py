@@ -29,6 +29,7 @@ from lowerkit.pass_infra.accelerations.export_guards import EXPORT_GUARDS
 from lowerkit.pass_infra.accelerations.fake_cache import FAKE_CACHE
 from lowerkit.pass_infra.accelerations.histogram_search import HISTOGRAM_SEARCH
 from lowerkit.pass_infra.accelerations.lazy_copies import LAZY_COPIES
+from lowerkit.pass_infra.accelerations.lifted_constants import LIFTED_CONSTANTS
 from lowerkit.pass_infra.accelerations.partition_reachability import PARTITION_REACHABILITY
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement, all_patches
 from lowerkit.pass_infra.accelerations.pattern_skip import PATTERN_SKIP
@@ -202,6 +203,11 @@ ACCELERATIONS: tuple[Acceleration, ...] = (
         guarded_by={
             "executorch.exir.program._program:EdgeProgramManager.to_backend": "lowerkit.pass_infra._upstream:edge_to_backend_body"
         },
+    ),
+    Acceleration(
+        LIFTED_CONSTANTS,
+        (_LOWERING,),
+        "`to_edge`'s constant lift: the calls it re-points keep their vouched values (delegate calls reuse theirs)",
     ),
     Acceleration(COMPILED_CODE, (_LOWERING, _QUANTIZATION), "graph module recompiles"),
     Acceleration(
