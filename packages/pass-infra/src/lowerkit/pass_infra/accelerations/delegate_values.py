@@ -7,10 +7,11 @@ copies of every node) and runs it in FakeTensor mode, to compute values the call
 returns, when it is what that run gives (the replay engine asks it, for a delegate call not
 vouched for):
 the original program's user inputs hold the very value objects of the call's inputs, its outputs
-the very objects of the call's value, it mutates none of its inputs (a buffer it owns, as a
-delegate holding a KV cache does, it may: the kernel writes that only into its own unlifted copy,
-and a fake write changes no value), no input or output requires grad (the
-kernel runs the program without autograd), and each of its calls is vouched for
+the very objects of the call's value (or those detached, as a replay recorded them), it mutates
+none of its inputs (a buffer it owns, as a delegate holding a KV cache does, it may: the kernel
+writes that only into its own unlifted copy, and a fake write changes no value), no input
+requires grad (the kernel then runs the program without autograd, so an output recorded with
+grad is given detached), and each of its calls is vouched for
 (`replay_engine.is_vouched`) or a copy of one computing the same value
 (`replay_engine.is_vouched_copy`: partition programs are made of such copies), and no output is
 an input. A replay then reuses the call's value as it does a vouched node's, also when its
