@@ -95,6 +95,12 @@ def test_a_delegate_owning_its_buffer_keeps_its_value_and_gives_stocks_program_a
         fake_kernel_runs.clear()
         fast = edge.to_executorch()
     assert fake_kernel_runs == []
+    assert_stocks_to_executorch_gives(edge, fast, fake_kernel_runs)
+
+
+def assert_stocks_to_executorch_gives(edge: Any, fast: Any, fake_kernel_runs: list[Any]) -> None:
+    """Stock's ``to_executorch`` of `edge` (after lowerkit's gave `fast`) runs the fake kernel and
+    gives the same program, metadata and .pte bytes."""
     stock = edge.to_executorch()
     assert fake_kernel_runs  # stock runs the fake kernel
     assert fast.exported_program().graph_module.code == stock.exported_program().graph_module.code

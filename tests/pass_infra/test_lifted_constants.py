@@ -17,7 +17,12 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 from lowerkit.pass_infra import accelerated_lowering
 from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, is_vouched_copy
-from pass_infra.test_delegate_values import _delegate_calls, _delegated, _vouched
+from pass_infra.test_delegate_values import (
+    _delegate_calls,
+    _delegated,
+    _vouched,
+    assert_stocks_to_executorch_gives,
+)
 from pass_infra.test_whole_lowering import _meta_mismatches
 
 
@@ -64,12 +69,7 @@ def test_a_call_reading_a_lifted_constant_stays_vouched_and_gives_stocks_program
         fake_kernel_runs.clear()
         fast = edge.to_executorch()
     assert fake_kernel_runs == []
-    stock = edge.to_executorch()
-    assert fake_kernel_runs  # stock runs the fake kernel
-    stock_module, fast_module = stock.exported_program().graph_module, fast.exported_program().graph_module
-    assert fast_module.code == stock_module.code
-    assert _meta_mismatches(stock_module, fast_module) == []
-    assert bytes(fast.buffer) == bytes(stock.buffer)
+    assert_stocks_to_executorch_gives(edge, fast, fake_kernel_runs)
 
 
 def test_the_lift_itself_is_stocks() -> None:

@@ -197,13 +197,13 @@ def test_first_refresh_dispatches_only_what_is_not_vouched(
     edited.args = edited.args  # re-assigned after the vouch: must be recomputed
     values = {n: n.meta.get("val") for n in gm.graph.nodes}
     dispatched: list[Any] = []
-    original = incremental._equivalent
+    original = incremental.indistinguishable
 
     def counting(old: Any, new: Any) -> bool:  # called once after each dispatch
         dispatched.append(old)
         return original(old, new)
 
-    monkeypatch.setattr(incremental, "_equivalent", counting)
+    monkeypatch.setattr(incremental, "indistinguishable", counting)
     incremental._Refresher(False).refresh(gm)
 
     assert dispatched == [values[edited]]

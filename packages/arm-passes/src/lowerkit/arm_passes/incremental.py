@@ -40,7 +40,7 @@ from lowerkit.arm_passes._upstream import (
     pytree,
 )
 from lowerkit.arm_passes.targets import no_quantized_fake_kernel_ops
-from lowerkit.pass_infra.accelerations.replay_engine import is_vouched
+from lowerkit.pass_infra.accelerations.replay_engine import indistinguishable, is_vouched
 
 __all__ = [
     "IncrementalPropagateViewCopyPermuteDownPass",
@@ -174,7 +174,7 @@ class _Refresher:
         else:
             value = target(*args, **kwargs)
         old_val = node.meta.get("val")
-        if _equivalent(old_val, value):
+        if indistinguishable(old_val, value):
             # Keep the value object: users whose inputs are otherwise unchanged stay memoized,
             # so a rewrite re-dispatches its neighbourhood, not everything downstream of it.
             value = old_val
@@ -208,26 +208,6 @@ def _reusable(node: Node) -> bool:
         and all(type(d) is int for d in val.shape)
         and node.target not in _NO_QUANTIZED_FAKE_KERNEL
         and not (schema is not None and schema.is_mutable)
-    )
-
-
-def _equivalent(old: Any, new: Any) -> bool:
-    """Two static fake tensors that no metadata tells apart (shape, strides, dtype, device, ...)."""
-    if not (isinstance(old, FakeTensor) and isinstance(new, FakeTensor)) or type(old) is not type(new):
-        return False
-    if old.fake_mode is not new.fake_mode:
-        return False
-    sizes = (*old.shape, *old.stride(), *new.shape, *new.stride())
-    if any(not isinstance(s, int) for s in sizes):  # symbolic: compare nothing, recompute
-        return False
-    return bool(
-        old.shape == new.shape
-        and old.stride() == new.stride()
-        and old.storage_offset() == new.storage_offset()
-        and old.dtype == new.dtype
-        and old.device == new.device
-        and old.layout == new.layout
-        and old.requires_grad == new.requires_grad
     )
 
 

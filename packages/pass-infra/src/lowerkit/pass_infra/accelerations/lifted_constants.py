@@ -25,7 +25,11 @@ from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream
 from lowerkit.pass_infra.accelerations.patching import Patch, Replacement
-from lowerkit.pass_infra.accelerations.replay_engine import is_vouched, vouch_node
+from lowerkit.pass_infra.accelerations.replay_engine import (
+    indistinguishable,
+    is_vouched,
+    vouch_node,
+)
 
 __all__ = ["LIFTED_CONSTANTS"]
 
@@ -65,7 +69,7 @@ def _only_constants_lifted(call: Node, before: _Before, attributes: set[Node]) -
         return False
     return all(
         new is old
-        or (isinstance(old, Node) and old in attributes and _is_lifted(new) and _alike(old.meta.get("val"), new.meta.get("val")))
+        or (isinstance(old, Node) and old in attributes and _is_lifted(new) and indistinguishable(old.meta.get("val"), new.meta.get("val")))
         for old, new in zip(arguments, now, strict=True)
     )
 
@@ -82,23 +86,6 @@ def _plain_tensor(arg: Any) -> bool:
 
 def _is_lifted(node: Any) -> bool:
     return isinstance(node, Node) and node.op == "placeholder"
-
-
-def _alike(old: Any, new: Any) -> bool:
-    """True when a fake dispatch reads the same from `new` as from `old` (tensor metadata, mode)."""
-    return (
-        isinstance(old, torch.Tensor)
-        and isinstance(new, torch.Tensor)
-        and type(old) is type(new)
-        and getattr(old, "fake_mode", None) is getattr(new, "fake_mode", None)
-        and old.shape == new.shape
-        and old.stride() == new.stride()
-        and old.storage_offset() == new.storage_offset()
-        and old.dtype == new.dtype
-        and old.device == new.device
-        and old.layout == new.layout
-        and old.requires_grad == new.requires_grad
-    )
 
 
 #: Held by ``accelerated_lowering()``.

@@ -24,6 +24,7 @@ from lowerkit.pass_infra._upstream import (
 __all__ = [
     "copy_node_direct",
     "in_pipeline",
+    "indistinguishable",
     "is_vouched",
     "is_vouched_copy",
     "pipeline_running",
@@ -157,6 +158,27 @@ def _unchanged_since(node: Node, record: tuple[Any, ...] | None) -> bool:
     inputs = node.all_input_nodes
     return len(inputs) == len(recorded_inputs) and all(
         arg.meta.get("val") is value for arg, value in zip(inputs, recorded_inputs, strict=True)
+    )
+
+
+def indistinguishable(old: Any, new: Any) -> bool:
+    """True for two static fake tensors of one mode that no metadata tells apart (shape, strides,
+    offset, dtype, device, layout, grad): a fake dispatch reads the same from either."""
+    if not (isinstance(old, _upstream.FakeTensor) and isinstance(new, _upstream.FakeTensor)) or type(old) is not type(new):
+        return False
+    if old.fake_mode is not new.fake_mode:
+        return False
+    sizes = (*old.shape, *old.stride(), *new.shape, *new.stride())
+    if any(not isinstance(s, int) for s in sizes):  # symbolic: nothing to compare
+        return False
+    return bool(
+        old.shape == new.shape
+        and old.stride() == new.stride()
+        and old.storage_offset() == new.storage_offset()
+        and old.dtype == new.dtype
+        and old.device == new.device
+        and old.layout == new.layout
+        and old.requires_grad == new.requires_grad
     )
 
 
