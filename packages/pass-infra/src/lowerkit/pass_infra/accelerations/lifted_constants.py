@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
 from torch.fx import Node
 
 from lowerkit.pass_infra import _upstream
@@ -76,7 +75,7 @@ def _only_constants_lifted(call: Node, before: _Before, attributes: set[Node]) -
 
 def _returns_fresh(target: Any) -> bool:
     """True when `target` is an operator none of whose results aliases an argument."""
-    return (isinstance(target, OpOverload) or hasattr(target, "_schema")) and not _upstream.returns_alias(target)
+    return isinstance(target, (_upstream.OpOverload, _upstream.EdgeOpOverload)) and not _upstream.returns_alias(target)
 
 
 def _plain_tensor(arg: Any) -> bool:
