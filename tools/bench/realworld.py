@@ -64,10 +64,17 @@ def documented_fix(error: str | None) -> str | None:
     return next((fix for fix, text in DOCUMENTED_FIXES.items() if error and text in error), None)
 
 
+#: How a side's error starts when its worker ran past ``--timeout`` (a bound, not a failure).
+TIMEOUT_ERROR = "worker died: timeout after"
+
+
 def lost(result: dict[str, Any]) -> bool:
     """True when a summarized case lost something: bytes differ, or a side alone fails without a
-    documented fix for stock's failure (the exit code counts these)."""
-    return result["same"] is False or (bool(result["passed_only_on"]) and not result.get("documented_fix"))
+    documented fix for stock's failure and not only by running past the timeout (the exit code
+    counts these)."""
+    failed = set(result["sides"]) - set(result["passed_only_on"])
+    timed_out = failed <= set(result.get("timed_out", []))  # stopped by the bound, not failing
+    return result["same"] is False or (bool(result["passed_only_on"]) and not result.get("documented_fix") and not timed_out)
 
 
 def first_line(error: BaseException) -> str:
@@ -218,7 +225,7 @@ def summarize(
             "median_s": statistics.median(r["seconds"] for r in ok) if ok else None,
             "seconds": [r["seconds"] for r in ok],
             "stages": ok[0]["stages"] if ok else {},
-            "peak_rss_mb": max((r["peak_rss_mb"] for r in mine), default=None),
+            "peak_rss_mb": max((r["peak_rss_mb"] for r in mine if "peak_rss_mb" in r), default=None),
             "pte_sha256": sorted({r["pte_sha256"] for r in ok}),
             "payload_digests": sorted({json.dumps(r["payload_digests"]) for r in ok}),
             "delegates": ok[0]["delegates"] if ok else None,
@@ -244,6 +251,7 @@ def summarize(
         "compared": "canonical Core ML payload" if coreml else ".pte sha256",
         "same": len(digests) == 1 if len(passed) > 1 else None,
         "ratios": ratios, "passed_only_on": one_sided,
+        "timed_out": sorted(s for s in sides if (per_side[s]["error"] or "").startswith(TIMEOUT_ERROR)),
         "documented_fix": documented_fix(stock_error) if one_sided and "stock" not in passed else None,
         "load_at_start": [r["load_at_start"] for r in runs],
     }  # fmt: skip

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.realworld import DOCUMENTED_FIXES, first_line, lost, summarize
+from bench.realworld import DOCUMENTED_FIXES, TIMEOUT_ERROR, first_line, lost, summarize
 
 
 def _wrapped() -> Exception:
@@ -69,6 +69,18 @@ def test_a_lowerkit_side_failing_with_a_documented_text_is_still_lost():
     runs[2] = {"side": "api", "ok": False, "error": GPT2_STOCK_ERROR, "peak_rss_mb": 1.0, "load_at_start": 1.0}
     result = summarize("hf:gpt2_2l", "TOSA-1.0+INT", runs, ["stock", "dropin", "api"])
     assert result["documented_fix"] is None and lost(result)
+
+
+def test_a_side_stopped_by_the_timeout_is_recorded_not_lost():
+    """A worker killed at ``--timeout`` leaves no record of its own (no peak RSS): the case is
+    summarized, the side named as timed out, and the case not counted as lost."""
+    runs = _runs(None)
+    runs[0] = {"side": "stock", "ok": False, "error": f"{TIMEOUT_ERROR} 1500 s", "load_at_start": 1.0, "process_s": 1500.0}
+    result = summarize("hf:gpt2_2l", "TOSA-1.0+INT", runs, ["stock", "dropin", "api"])
+    assert result["timed_out"] == ["stock"]
+    assert result["sides"]["stock"]["peak_rss_mb"] is None
+    assert result["passed_only_on"] == ["api", "dropin"]
+    assert not lost(result)
 
 
 @pytest.mark.parametrize("fix", list(DOCUMENTED_FIXES))
