@@ -64,8 +64,10 @@ def documented_fix(error: str | None) -> str | None:
     return next((fix for fix, text in DOCUMENTED_FIXES.items() if error and text in error), None)
 
 
-#: How a side's error starts when its worker ran past ``--timeout`` (a bound, not a failure).
-TIMEOUT_ERROR = "worker died: timeout after"
+#: How a side's error starts when its worker died without a record, and when it was killed for
+#: running past ``--timeout`` (a bound, not a failure).
+WORKER_DIED = "worker died:"
+TIMEOUT_ERROR = f"{WORKER_DIED} timeout after"
 
 
 def lost(result: dict[str, Any]) -> bool:
@@ -194,13 +196,14 @@ def run_side(side: str, model_name: str, target: str, timeout: float, runner: st
         wall = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
-            tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            last_line = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            error = f"{WORKER_DIED} {last_line}"
         except subprocess.TimeoutExpired:
-            tail = f"timeout after {timeout:.0f} s"
+            error = f"{TIMEOUT_ERROR} {timeout:.0f} s"
         wall = time.perf_counter() - wall
         record: dict[str, Any] = (
             json.loads(out.read_text()) if out.exists()
-            else {"side": side, "model": model_name, "target": target, "ok": False, "error": f"worker died: {tail}"}
+            else {"side": side, "model": model_name, "target": target, "ok": False, "error": error}
         )  # fmt: skip
     record.update(load_at_start=load, process_s=wall)
     return record

@@ -43,6 +43,11 @@ def test_stock_script_gets_fast_pipeline_and_same_bytes(permute_net: Any) -> Non
     expected = [type(p).__name__ for p in arm_pipeline_passes("TOSA-1.0+FP")]
     assert [n.removeprefix("Incremental") for n in names] == expected
     assert fast_tosa == stock_tosa and fast_pte == stock_pte
+    assert {r.changed for r in reports[0].rows} == {None}  # not asked for: no graph snapshots
+    with accelerated_arm_pipeline(track_changes=True) as tracked:
+        tracked_pte, _ = _lower(torch.export.export(model, example), "TOSA-1.0+FP")
+    assert tracked_pte == stock_pte
+    assert any(r.changed for r in tracked[0].rows) and not all(r.changed for r in tracked[0].rows)
 
 
 def test_patch_is_restored_even_after_an_error() -> None:

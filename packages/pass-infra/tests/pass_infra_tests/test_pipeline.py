@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from executorch.exir.dialects._ops import ops as exir_ops
@@ -95,6 +97,17 @@ def test_report_rows_table_and_json():
         "verified",
     }
     assert "ExpToSigmoid" in str(pipeline)
+
+
+def test_without_change_tracking_the_rows_leave_changed_unset_and_the_graph_is_the_same():
+    passes: list[Callable[[GraphModule], Any]] = [ReluToClamp(), ExpToSigmoid(), StockNoop(), remove_nothing]
+    tracked, _ = PassPipeline(passes).run(build_chain(12))
+    untracked, report = PassPipeline(passes, track_changes=False).run(build_chain(12))
+    assert [r.changed for r in report.rows] == [None] * 4
+    assert [r.ran for r in report.rows] == [True, False, True, True]
+    assert all(r.nodes_before == r.nodes_after == 14 for r in report.rows)
+    assert first_difference(tracked, untracked) is None
+    assert report.table().splitlines()[1].endswith("  -")
 
 
 def test_pipeline_result_equals_running_the_passes_stock():

@@ -26,14 +26,16 @@ __all__ = ["accelerated_arm_pipeline", "accelerated_arm_quantization"]
 
 
 @contextlib.contextmanager
-def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineReport]]:
+def accelerated_arm_pipeline(*, verify: bool = False, track_changes: bool = False) -> Iterator[list[PipelineReport]]:
     """Within the block, the Arm TOSA/Ethos-U backends run the fast pipeline; yields the list of reports.
 
     The backend pass pipeline runs lowerkit's way (same passes, same order, same output), and
     ExecuTorch's generic stages (edge passes, ``run_decompositions``, ``to_executorch``) run
     inside ``lowerkit.pass_infra.accelerated_lowering()``; ExecuTorch is restored on exit,
     exceptions included. With `verify`, every pass is also re-run the
-    stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``.
+    stock way and a difference raises ``lowerkit.pass_infra.PassEquivalenceError``. Each report
+    gives every pass's time and node counts; with `track_changes` also whether it changed the
+    graph (``changed``, else None), which snapshots the graph after every pass that ran.
     The signature's input-name lookups (``inputs_to_buffers`` & co., which the Arm passes
     and the TOSA serializer read per node) are served from a cache any change of the
     input specs invalidates (``lowerkit.pass_infra.accelerations.signature_lookups.cached_signature_lookups``).
@@ -56,7 +58,7 @@ def accelerated_arm_pipeline(*, verify: bool = False) -> Iterator[list[PipelineR
         STACK_TRACES.scope(),
         cached_signature_lookups(),
         patched_arm_pass_manager(manager),
-        collect_reports(reports),
+        collect_reports(reports, track_changes=track_changes),
     ):
         yield reports
 

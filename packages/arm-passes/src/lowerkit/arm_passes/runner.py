@@ -94,9 +94,10 @@ def _observe(name: str, program: ExportedProgram, graph_module: GraphModule) -> 
 
 
 @contextlib.contextmanager
-def collect_reports(sink: list[PipelineReport]) -> Iterator[None]:
-    """Append the PipelineReport of every FastArmPassManager run in this thread to `sink`."""
-    with _thread_value("sink", sink):
+def collect_reports(sink: list[PipelineReport], *, track_changes: bool = True) -> Iterator[None]:
+    """Append the PipelineReport of every FastArmPassManager run in this thread to `sink`
+    (`track_changes`: whether its rows say which passes changed the graph, ``PassPipeline``'s)."""
+    with _thread_value("sink", sink), _thread_value("track_changes", track_changes):
         yield
 
 
@@ -208,9 +209,10 @@ def fast_passes(passes: list[Any]) -> list[Any]:
 
 
 def run_fast_pipeline(
-    passes: list[Any], exported_program: ExportedProgram, *, verify: bool = False
+    passes: list[Any], exported_program: ExportedProgram, *, verify: bool = False, track_changes: bool = True
 ) -> tuple[ExportedProgram, PipelineReport]:
-    """Run `passes` on a shallow copy of `exported_program` as ExportedProgramPassManager would."""
+    """Run `passes` on a shallow copy of `exported_program` as ExportedProgramPassManager would
+    (`track_changes`: ``PassPipeline``'s, whether the report says which passes changed the graph)."""
     program = _upstream.shallow_program_copy(exported_program)
     # PassPipeline takes its input's metadata as consistent: vouched for before the input's
     # check, so the edge verifier's dtype check can read the recorded values (verified_graphs).
@@ -221,7 +223,7 @@ def run_fast_pipeline(
         _ArmStep(fast, program, original=original, verify=verify)
         for fast, original in zip(fast_passes(passes), passes, strict=True)
     ]
-    graph_module, report = PassPipeline(steps).run(program.graph_module)
+    graph_module, report = PassPipeline(steps, track_changes=track_changes).run(program.graph_module)
     if verify and not all(step.verified == 1 for step in steps):
         raise AssertionError("verify mode did not check every pass")
     if graph_module is not program.graph_module:
@@ -245,12 +247,15 @@ class FastArmPassManager(_upstream.ArmPassManager):
             "FastArmPassManager"
         ):
             return super()._transform(exported_program, graph_module)
+        sink = getattr(_LOCAL, "sink", None)
         with lowering_lock():
             transformed, report = run_fast_pipeline(
-                list(self.passes), exported_program, verify=self.verify
+                list(self.passes),
+                exported_program,
+                verify=self.verify,
+                track_changes=sink is not None and getattr(_LOCAL, "track_changes", True),
             )
         _upstream.set_program_graph(exported_program, transformed)
-        sink = getattr(_LOCAL, "sink", None)
         if sink is not None:
             sink.append(report)
         return exported_program.graph_module

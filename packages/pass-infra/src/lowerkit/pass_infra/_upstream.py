@@ -844,9 +844,11 @@ def functional_variant(op: OpOverload) -> OpOverload | None:
 
 
 @functools.cache
-def returns_alias(op: OpOverload) -> bool:
-    """True when one of `op`'s results aliases an argument (views, in-place and out= operators)."""
-    return any(ret.alias_info is not None for ret in op._schema.returns)
+def returns_alias(op: Any) -> bool:
+    """True when one of `op`'s results may alias an argument (views, in-place and out= operators),
+    or `op` has no schema to say it does not (a Python function such as ``operator.getitem``)."""
+    schema = getattr(op, "_schema", None)
+    return schema is None or any(ret.alias_info is not None for ret in schema.returns)
 
 
 @functools.cache

@@ -137,20 +137,6 @@ def same_fake_metadata(new: Any, old: Any) -> bool:
     )
 
 
-_ALIASING: dict[Any, bool] = {}
-
-
-def _returns_alias(target: Any) -> bool:
-    """Whether `target`'s schema says an output may alias an input (views), cached per operator."""
-    try:
-        return _ALIASING[target]
-    except KeyError:
-        schema = getattr(target, "_schema", None)
-        aliasing = schema is None or any(r.alias_info is not None for r in schema.returns)
-        _ALIASING[target] = aliasing
-        return aliasing
-
-
 def _is_attribute_of(new: Any, old: Node) -> bool:
     """True when `new` is the module `old` (a ``get_attr`` node) reads: a delegate call's lowered module."""
     if old.op != "get_attr" or not isinstance(new, torch.nn.Module):
@@ -245,7 +231,7 @@ def _recorded_value(self: Any, kind: str, target: Any, args: Any, kwargs: Any) -
         else {}
     )
     # a delegate's outputs are none of its inputs (`delegate_call_value`): computed from their metadata
-    loose = delegate or (type(val) is FakeTensor and not _returns_alias(target))
+    loose = delegate or (type(val) is FakeTensor and not _upstream.returns_alias(target))
     if not (_same_inputs(args, node.args, loose) and _same_inputs(kwargs, old_kwargs, loose)):
         return _MISSING
     _replay_tls.node = None  # at most one node re-uses a recorded value
